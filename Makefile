@@ -1,0 +1,39 @@
+# spamnb developer tasks.  `make demo` and `make test` build the venv when it is missing.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+SAMPLE := corpora/sample/maildir
+DEMO_MODEL := build/demo/model.joblib
+
+.PHONY: install demo test lint format clean
+
+install: $(STAMP)
+
+# Reinstall when the package's metadata changes; the package itself is editable.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/spamnb train --new -m $(DEMO_MODEL) --spam $(SAMPLE)/spam --ham $(SAMPLE)/ham
+	$(BIN)/spamnb evaluate --spam $(SAMPLE)/spam --ham $(SAMPLE)/ham --test-size 0.3 --seed 1
+	$(BIN)/spamnb top-odds -m $(DEMO_MODEL) -n 10
+	$(BIN)/spamnb classify -m $(DEMO_MODEL) $(SAMPLE)/spam/new $(SAMPLE)/ham/new
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+format: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) build .pytest_cache .ruff_cache .hypothesis

@@ -1,0 +1,608 @@
+"""The command line: a thin click layer over the library.
+
+This is the only module that touches the terminal.  Results go to stdout (tables for
+people, ``--json``/TSV for scripts); progress and messages go to stderr.  Library
+errors become one-line ``click.ClickException`` errors here, at the edge.  Heavy
+imports (numpy, scipy, joblib, rich) happen inside the commands that need them, so
+starting the program stays cheap.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from . import __version__
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .filter import SpamFilter
+    from .mail import MailItem
+
+# Options that take several paths each, as in `--spam a b c --ham d`: shells expand
+# `--spam ~/Mail/junk/*` to many words, and users expect that to work.
+MULTI_PATH_OPTIONS = ("--spam", "--ham", "--label")
+
+
+class MultiPathCommand(click.Command):
+    """A command whose MULTI_PATH_OPTIONS accept one or more values after one flag."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, spread_multi_path_options(args))
+
+
+def spread_multi_path_options(args: Sequence[str]) -> list[str]:
+    """Rewrite `--spam a b --ham c` as `--spam a --spam b --ham c` for click.
+
+    A value list ends at the next word that starts with '-' (a lone '-' is stdin, a
+    value) or at '--'.
+    """
+    out: list[str] = []
+    current: str | None = None
+    for position, arg in enumerate(args):
+        if arg == "--":
+            out.extend(args[position:])
+            return out
+        if arg in MULTI_PATH_OPTIONS:
+            current = arg
+            out.append(arg)
+            continue
+        if current and (arg == "-" or not arg.startswith("-")):
+            if out[-1] != current:
+                out.append(current)
+            out.append(arg)
+            continue
+        current = None
+        out.append(arg)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Terminal
+# ---------------------------------------------------------------------------
+
+
+@functools.cache
+def stdout_console() -> Console:
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=False)
+
+
+@functools.cache
+def stderr_console() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+@contextmanager
+def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr when it is a terminal; otherwise silent."""
+    console = stderr_console()
+    if not console.is_terminal or total < 50:
+        yield lambda n=1: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    columns = (
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(description, total=total)
+        yield lambda n=1: progress.advance(task, n)
+
+
+def fail(message: str) -> click.ClickException:
+    return click.ClickException(message)
+
+
+# ---------------------------------------------------------------------------
+# Shared options
+# ---------------------------------------------------------------------------
+
+
+def model_option(func: Callable) -> Callable:
+    return click.option(
+        "-m",
+        "--model",
+        "model_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Model file [default: $SPAMNB_MODEL, else $XDG_DATA_HOME/spamnb/model.joblib].",
+    )(func)
+
+
+def reader_options(func: Callable) -> Callable:
+    from .mail import FORMATS
+
+    func = click.option(
+        "--format",
+        "mail_format",
+        type=click.Choice(FORMATS),
+        help="Read every PATH as this format instead of detecting it.",
+    )(func)
+    return click.option(
+        "--recursive",
+        is_flag=True,
+        help="Also read Maildir++ subfolders of a Maildir.",
+    )(func)
+
+
+def labelled_path_options(func: Callable) -> Callable:
+    for option, help_text in (
+        ("--label", "NAME=PATH: messages of class NAME (for models with other classes)."),
+        ("--ham", "Good mail: message files, directories, mbox, Maildir or MH ('-': stdin)."),
+        ("--spam", "Spam: message files, directories, mbox, Maildir or MH ('-': stdin)."),
+    ):
+        func = click.option(option, multiple=True, metavar="PATH...", help=help_text)(func)
+    return func
+
+
+# The model module's EVENT_MODELS, spelt out so that building the CLI does not import
+# numpy and scipy (a test keeps the two in step).
+EVENT_MODELS = ("multinomial", "bernoulli")
+
+
+def scoring_options(func: Callable) -> Callable:
+    func = click.option(
+        "--min-count",
+        type=click.IntRange(min=1),
+        help="Ignore tokens seen fewer times than this in all training mail [model's: 1].",
+    )(func)
+    func = click.option(
+        "--alpha",
+        type=click.FloatRange(min=0),
+        help="Smoothing strength k: 1 is Laplace, below 1 Lidstone [model's: 1].",
+    )(func)
+    return click.option(
+        "--event-model",
+        type=click.Choice(EVENT_MODELS),
+        help="Multinomial counts every occurrence; Bernoulli scores presence and absence.",
+    )(func)
+
+
+def json_option(func: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
+
+
+# ---------------------------------------------------------------------------
+# Helpers shared by the commands
+# ---------------------------------------------------------------------------
+
+
+def resolve_model_path(model_path: Path | None) -> Path:
+    from .store import default_model_path
+
+    return model_path if model_path is not None else default_model_path()
+
+
+def load_filter(model_path: Path | None) -> tuple[SpamFilter, Path]:
+    from .store import ModelFileError, load
+
+    path = resolve_model_path(model_path)
+    try:
+        return load(path), path
+    except ModelFileError as exc:
+        raise fail(str(exc)) from None
+
+
+def labelled_sources(
+    spam: Sequence[str], ham: Sequence[str], label: Sequence[str]
+) -> list[tuple[str, str]]:
+    from .filter import HAM, SPAM
+
+    pairs = [(SPAM, path) for path in spam] + [(HAM, path) for path in ham]
+    for item in label:
+        name, sep, path = item.partition("=")
+        if not sep or not name.strip() or not path:
+            raise fail(f"--label expects NAME=PATH, got {item!r}")
+        pairs.append((name.strip(), path))
+    if sum(path == "-" for _, path in pairs) > 1:
+        raise fail("standard input ('-') can be given only once")
+    return pairs
+
+
+def read_labelled(
+    pairs: Sequence[tuple[str, str]], mail_format: str | None, recursive: bool
+) -> tuple[list[MailItem], list[str]]:
+    from .mail import MailSourceError, iter_messages
+
+    items: list[MailItem] = []
+    labels: list[str] = []
+    skipped: list[str] = []
+    stdin = sys.stdin.buffer
+    for label, path in pairs:
+        try:
+            found = list(
+                iter_messages(
+                    path,
+                    mail_format,
+                    recursive=recursive,
+                    stdin=stdin,
+                    on_skip=lambda where, why: skipped.append(f"{where}: {why}"),
+                )
+            )
+        except MailSourceError as exc:
+            raise fail(str(exc)) from None
+        items.extend(found)
+        labels.extend([label] * len(found))
+    if skipped:
+        stderr_console().print(
+            f"Skipped {len(skipped):,} files that are not mail, e.g. {skipped[0]}",
+            markup=False,
+        )
+    return items, labels
+
+
+def tokenize_with_progress(
+    spam_filter: SpamFilter, items: Sequence[MailItem], description: str
+) -> list[list[str]]:
+    from .tokens import tokenize
+
+    token_lists = []
+    with progress_bar(description, len(items)) as advance:
+        for item in items:
+            token_lists.append(tokenize(item.data, spam_filter.settings))
+            advance(1)
+    return token_lists
+
+
+def apply_scoring_options(
+    spam_filter: SpamFilter, event_model: str | None, alpha: float | None, min_count: int | None
+) -> None:
+    model = spam_filter.model
+    if event_model is not None:
+        model.event_model = event_model
+    if alpha is not None:
+        model.alpha = alpha
+    if min_count is not None:
+        model.min_count = min_count
+
+
+def print_json(data: Any) -> None:
+    click.echo(json.dumps(data, allow_nan=False))
+
+
+# ---------------------------------------------------------------------------
+# Commands
+# ---------------------------------------------------------------------------
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="spamnb")
+def main() -> None:
+    """A Naive Bayes spam filter you train on your own mail folders."""
+
+
+@main.command(cls=MultiPathCommand)
+@model_option
+@labelled_path_options
+@reader_options
+@scoring_options
+@click.option("--new", is_flag=True, help="Start a new model instead of adding to an existing one.")
+@json_option
+def train(
+    model_path: Path | None,
+    spam: tuple[str, ...],
+    ham: tuple[str, ...],
+    label: tuple[str, ...],
+    mail_format: str | None,
+    recursive: bool,
+    event_model: str | None,
+    alpha: float | None,
+    min_count: int | None,
+    new: bool,
+    as_json: bool,
+) -> None:
+    """Learn from mail labelled spam or ham.
+
+    Adds to the model's counts when the model exists (unless --new), so you can
+    train on new mistakes without retraining from scratch.
+
+    \b
+    Example:
+      spamnb train -m model.joblib --spam ~/Maildir/.Junk --ham ~/Maildir
+    """
+    from .filter import SpamFilter
+    from .store import ModelFileError, load, save
+
+    pairs = labelled_sources(spam, ham, label)
+    if not pairs:
+        raise fail("give mail to learn from: --spam PATH..., --ham PATH...")
+    path = resolve_model_path(model_path)
+    try:
+        spam_filter = SpamFilter() if new or not path.exists() else load(path)
+    except ModelFileError as exc:
+        raise fail(f"{exc} (use --new to replace it)") from None
+    apply_scoring_options(spam_filter, event_model, alpha, min_count)
+    items, labels = read_labelled(pairs, mail_format, recursive)
+    token_lists = tokenize_with_progress(spam_filter, items, "Learning")
+    spam_filter.train_tokens(token_lists, labels)
+    try:
+        size = save(spam_filter, path)
+    except ModelFileError as exc:
+        raise fail(str(exc)) from None
+    summary = {
+        "model": str(path),
+        "classes": {
+            name: {"trained": labels.count(name), "total": int(total)}
+            for name, total in zip(spam_filter.classes, spam_filter.model.class_counts, strict=True)
+        },
+        "vocabulary": len(spam_filter.vocabulary),
+        "model_bytes": size,
+    }
+    if as_json:
+        print_json(summary)
+        return
+    from .report import training_summary
+
+    stdout_console().print(training_summary(summary))
+
+
+@main.command()
+@model_option
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@reader_options
+@scoring_options
+@json_option
+def classify(
+    model_path: Path | None,
+    paths: tuple[str, ...],
+    mail_format: str | None,
+    recursive: bool,
+    event_model: str | None,
+    alpha: float | None,
+    min_count: int | None,
+    as_json: bool,
+) -> None:
+    """Label messages: one line each, `LABEL<TAB>SPAM-PROBABILITY<TAB>MESSAGE`.
+
+    MESSAGE is the message's file (mbox: FILE:N), or its Message-ID when read from
+    standard input ('-').  The probability is that of the class 'spam' (for models
+    without one, that of the predicted class).
+    """
+    spam_filter, _ = load_filter(model_path)
+    if len(spam_filter.classes) < 2:
+        raise fail(f"the model knows only {spam_filter.classes}; train at least two classes")
+    apply_scoring_options(spam_filter, event_model, alpha, min_count)
+    items, _ = read_labelled([("", p) for p in paths], mail_format, recursive)
+    token_lists = tokenize_with_progress(spam_filter, items, "Classifying")
+    proba, log_odds = spam_filter.score_tokens(token_lists)
+    positive = spam_filter.positive_class()
+    classes = spam_filter.classes
+    for row, item in enumerate(items):
+        best = int(proba[row].argmax())
+        shown = proba[row, classes.index(positive)] if positive else proba[row, best]
+        where = item.source if item.source != "-" else (message_id(item.data) or "-")
+        if as_json:
+            record = {
+                "source": item.source,
+                "message_id": message_id(item.data),
+                "label": classes[best],
+                "spam_probability": float(shown) if positive else None,
+                "probabilities": {c: float(p) for c, p in zip(classes, proba[row], strict=True)},
+                "log_odds": float(log_odds[row]) if log_odds is not None else None,
+            }
+            print_json(record)
+        else:
+            click.echo(f"{classes[best]}\t{shown:.4f}\t{where}")
+
+
+def message_id(data: bytes) -> str | None:
+    from email.parser import BytesHeaderParser
+    from email.policy import compat32
+
+    try:
+        value = BytesHeaderParser(policy=compat32).parsebytes(data).get("message-id")
+    except Exception:  # noqa: BLE001 - a broken header block has no usable id
+        return None
+    return " ".join(str(value).split()) if value else None
+
+
+@main.command(cls=MultiPathCommand)
+@model_option
+@labelled_path_options
+@reader_options
+@scoring_options
+@click.option(
+    "--test-size",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    help="Split the mail (stratified), train a new model on the rest, test on this share.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split.")
+@json_option
+def evaluate(
+    model_path: Path | None,
+    spam: tuple[str, ...],
+    ham: tuple[str, ...],
+    label: tuple[str, ...],
+    mail_format: str | None,
+    recursive: bool,
+    event_model: str | None,
+    alpha: float | None,
+    min_count: int | None,
+    test_size: float | None,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Measure accuracy on labelled mail.
+
+    With a model (-m) it scores all the given mail.  With --test-size it splits the
+    mail, trains a new model on one part and reports on the other, never looking at
+    the test part while training.
+    """
+    import numpy as np
+
+    from .filter import SpamFilter
+    from .scores import evaluation_report, stratified_split
+
+    pairs = labelled_sources(spam, ham, label)
+    if not pairs:
+        raise fail("give labelled mail: --spam PATH..., --ham PATH...")
+    if test_size is not None and model_path is not None:
+        raise fail("--test-size trains its own model; leave out -m/--model")
+    items, labels = read_labelled(pairs, mail_format, recursive)
+    if test_size is None:
+        spam_filter, path = load_filter(model_path)
+        apply_scoring_options(spam_filter, event_model, alpha, min_count)
+        test_tokens = tokenize_with_progress(spam_filter, items, "Scoring")
+        test_labels, train_labels = labels, None
+        protocol = {
+            "mode": "model",
+            "model": str(path),
+            "train_n": int(spam_filter.model.class_counts.sum()),
+        }
+        description = f"All {len(items):,} messages scored with the model {path}."
+    else:
+        spam_filter = SpamFilter()
+        apply_scoring_options(spam_filter, event_model, alpha, min_count)
+        try:
+            train_idx, test_idx = stratified_split(labels, test_size, seed)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        token_lists = tokenize_with_progress(spam_filter, items, "Reading")
+        spam_filter.train_tokens(
+            [token_lists[i] for i in train_idx], [labels[i] for i in train_idx]
+        )
+        test_tokens = [token_lists[i] for i in test_idx]
+        test_labels = [labels[i] for i in test_idx]
+        train_labels = [labels[i] for i in train_idx]
+        protocol = {
+            "mode": "split",
+            "test_size": test_size,
+            "seed": seed,
+            "train_n": len(train_idx),
+        }
+        description = (
+            f"Trained on {len(train_idx):,} messages, tested on the other {len(test_idx):,} "
+            f"(stratified split, test share {test_size:g}, seed {seed})."
+        )
+    unknown = sorted(set(test_labels) - set(spam_filter.classes))
+    if unknown:
+        raise fail(f"the model has no class {unknown[0]!r}; it knows {spam_filter.classes}")
+    proba, log_odds = spam_filter.score_tokens(test_tokens)
+    if train_labels is None:
+        # A trained model's own training labels are gone; its class counts stand in for them.
+        counts = spam_filter.model.class_counts
+        train_labels = [
+            c for c, n in zip(spam_filter.classes, counts, strict=True) for _ in range(int(n))
+        ]
+    report = evaluation_report(
+        test_labels,
+        np.asarray(proba),
+        spam_filter.classes,
+        train_labels,
+        positive=spam_filter.positive_class(),
+        scores=log_odds,
+    )
+    model = spam_filter.model
+    protocol.update(
+        description=description,
+        event_model=model.event_model,
+        alpha=model.alpha,
+        min_count=model.min_count,
+    )
+    report["protocol"] = protocol
+    if as_json:
+        print_json(report)
+        return
+    from .report import evaluation_report as render
+
+    stdout_console().print(render(report))
+
+
+@main.command("top-odds")
+@model_option
+@click.option(
+    "-n",
+    "count",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="Tokens in each table.",
+)
+@click.option(
+    "--min-count",
+    type=click.IntRange(min=1),
+    default=5,
+    show_default=True,
+    help="Leave out tokens seen fewer times than this in all training mail.",
+)
+@click.option("--positive", default="spam", show_default=True, help="First class of the ratio.")
+@click.option("--negative", default="ham", show_default=True, help="Second class of the ratio.")
+@json_option
+def top_odds(
+    model_path: Path | None,
+    count: int,
+    min_count: int,
+    positive: str,
+    negative: str,
+    as_json: bool,
+) -> None:
+    """Show the tokens with the highest odds ratios P(w|spam)/P(w|ham), and the reverse."""
+    spam_filter, _ = load_filter(model_path)
+    try:
+        towards_positive, towards_negative = spam_filter.top_odds(
+            positive, negative, count, min_count
+        )
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        print_json(
+            {
+                "positive": positive,
+                "negative": negative,
+                "towards_positive": towards_positive,
+                "towards_negative": towards_negative,
+            }
+        )
+        return
+    from .report import top_odds_tables
+
+    stdout_console().print(top_odds_tables(positive, negative, towards_positive, towards_negative))
+
+
+@main.command()
+@model_option
+@json_option
+def info(model_path: Path | None, as_json: bool) -> None:
+    """Describe a model file."""
+    from .store import FORMAT_NAME, FORMAT_VERSION
+
+    spam_filter, path = load_filter(model_path)
+    model = spam_filter.model
+    details = {
+        "path": str(path),
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "spamnb_version": spam_filter.written_by,
+        "created": spam_filter.created,
+        "updated": spam_filter.updated,
+        "classes": spam_filter.classes,
+        "messages": {
+            c: int(n) for c, n in zip(spam_filter.classes, model.class_counts, strict=True)
+        },
+        "vocabulary": len(spam_filter.vocabulary),
+        "event_model": model.event_model,
+        "alpha": model.alpha,
+        "min_count": model.min_count,
+        "bytes": os.path.getsize(path),
+    }
+    if as_json:
+        print_json(details)
+        return
+    from .report import info_table
+
+    stdout_console().print(info_table(details))

@@ -1,0 +1,232 @@
+"""The model stage: a sparse Naive Bayes classifier whose state is counts.
+
+The persistent state is what training counts, per class: messages, token
+occurrences (for the multinomial event model) and messages containing each token
+(for the Bernoulli model).  Everything a prediction uses (log priors, smoothed log
+likelihoods) is derived from the counts on demand.  Because counts add, training
+more mail is adding to them, two models merge by addition, and the event model,
+smoothing strength and vocabulary cut-off can be changed after training.
+
+Smoothing is Lidstone's with strength ``alpha`` (Laplace's at 1): the MAP estimate
+under a symmetric Dirichlet prior of ``alpha + 1`` per outcome, so
+P(w|c) = (count(w,c) + alpha) / (count(c) + alpha * |V|).  Scores are kept as sums of
+logarithms: a product of thousands of probabilities below one underflows to zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import logsumexp
+
+__all__ = ["EVENT_MODELS", "NaiveBayes"]
+
+EVENT_MODELS = ("multinomial", "bernoulli")
+
+
+class NaiveBayes:
+    """Multinomial or Bernoulli Naive Bayes over a growing sparse vocabulary."""
+
+    def __init__(
+        self,
+        classes: Sequence[str] = (),
+        *,
+        event_model: str = "multinomial",
+        alpha: float = 1.0,
+        min_count: int = 1,
+    ) -> None:
+        if event_model not in EVENT_MODELS:
+            raise ValueError(f"unknown event model {event_model!r}; use one of {EVENT_MODELS}")
+        if alpha < 0:
+            raise ValueError("the smoothing strength alpha must be >= 0")
+        if min_count < 1:
+            raise ValueError("min_count must be >= 1")
+        self.event_model = event_model
+        self.alpha = float(alpha)
+        self.min_count = int(min_count)
+        self.classes: list[str] = []
+        self.class_counts = np.zeros(0, dtype=np.int64)
+        self.token_counts = np.zeros((0, 0), dtype=np.float64)
+        self.doc_counts = np.zeros((0, 0), dtype=np.float64)
+        for label in classes:
+            self._class_row(label)
+
+    # -- counting -----------------------------------------------------------------
+
+    @property
+    def n_features(self) -> int:
+        return self.token_counts.shape[1]
+
+    def _class_row(self, label: str) -> int:
+        if label not in self.classes:
+            self.classes.append(label)
+            self.class_counts = np.append(self.class_counts, 0)
+            empty = np.zeros((1, self.n_features))
+            self.token_counts = np.vstack([self.token_counts, empty])
+            self.doc_counts = np.vstack([self.doc_counts, empty])
+        return self.classes.index(label)
+
+    def _grow(self, n_features: int) -> None:
+        extra = n_features - self.n_features
+        if extra > 0:
+            pad = np.zeros((len(self.classes), extra))
+            self.token_counts = np.hstack([self.token_counts, pad])
+            self.doc_counts = np.hstack([self.doc_counts, pad])
+
+    def add_counts(self, X: sp.spmatrix, labels: Sequence[str], sign: int = 1) -> None:
+        """Add (or with ``sign=-1`` remove) the counts of the messages in ``X``.
+
+        ``fit`` and incremental training share this one routine, so a model trained
+        in pieces is identical to one trained at once.
+        """
+        if X.shape[0] != len(labels):
+            raise ValueError(f"{X.shape[0]} rows but {len(labels)} labels")
+        X = sp.csr_matrix(X)
+        rows = np.array([self._class_row(label) for label in labels], dtype=np.int64)
+        self._grow(X.shape[1])
+        # One sparse product per statistic: a class-indicator matrix times X.
+        indicator = sp.csr_matrix(
+            (np.full(len(rows), float(sign)), (rows, np.arange(len(rows)))),
+            shape=(len(self.classes), len(rows)),
+        )
+        present = X.copy()
+        present.data = np.ones_like(present.data)
+        n = X.shape[1]
+        self.token_counts[:, :n] += (indicator @ X).toarray()
+        self.doc_counts[:, :n] += (indicator @ present).toarray()
+        self.class_counts += np.bincount(rows, minlength=len(self.classes)) * sign
+
+    def fit(self, X: sp.spmatrix, labels: Sequence[str]) -> NaiveBayes:
+        """Forget all counts, then count ``X``."""
+        self.classes = []
+        self.class_counts = np.zeros(0, dtype=np.int64)
+        self.token_counts = np.zeros((0, X.shape[1]))
+        self.doc_counts = np.zeros((0, X.shape[1]))
+        self.add_counts(X, labels)
+        return self
+
+    def merge(self, other: NaiveBayes) -> None:
+        """Add another model's counts (same vocabulary columns) to this one."""
+        for row, label in enumerate(other.classes):
+            mine = self._class_row(label)
+            self._grow(other.n_features)
+            self.class_counts[mine] += other.class_counts[row]
+            self.token_counts[mine, : other.n_features] += other.token_counts[row]
+            self.doc_counts[mine, : other.n_features] += other.doc_counts[row]
+
+    # -- derived parameters --------------------------------------------------------
+
+    def active_features(self) -> np.ndarray:
+        """Columns whose total occurrences reach ``min_count``; the rest are ignored."""
+        if self.min_count <= 1:
+            return np.ones(self.n_features, dtype=bool)
+        return self.token_counts.sum(axis=0) >= self.min_count
+
+    def class_log_prior(self) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(self.class_counts) - np.log(max(self.class_counts.sum(), 1))
+
+    def feature_log_prob(self) -> np.ndarray:
+        """log P(w|c), shape (classes, features); inactive columns are 0 (no evidence)."""
+        active = self.active_features()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.event_model == "multinomial":
+                counts = self.token_counts * active
+                totals = counts.sum(axis=1, keepdims=True)
+                log_prob = np.log(counts + self.alpha) - np.log(totals + self.alpha * active.sum())
+            else:
+                totals = self.class_counts[:, None].astype(np.float64)
+                log_prob = np.log(self.doc_counts + self.alpha) - np.log(totals + 2 * self.alpha)
+        log_prob[:, ~active] = 0.0
+        return log_prob
+
+    def _bernoulli_parts(self) -> tuple[np.ndarray, np.ndarray]:
+        """The weights of present words and the constant sum over all absent words.
+
+        A Bernoulli model scores every vocabulary word: log p for those present and
+        log(1-p) for those absent.  Writing the sum as sum(log(1-p)) over all words
+        plus sum(log p - log(1-p)) over the present ones keeps the matrix sparse.
+        """
+        active = self.active_features()
+        log_p = self.feature_log_prob()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_not_p = np.log1p(-np.exp(log_p))
+        log_not_p[:, ~active] = 0.0
+        weights = log_p - log_not_p
+        weights[:, ~active] = 0.0
+        return weights, log_not_p.sum(axis=1)
+
+    def joint_log_likelihood(self, X: sp.spmatrix) -> np.ndarray:
+        """log P(c) + log P(message|c) for each message and class, shape (n, classes)."""
+        X = self._fit_columns(X)
+        if self.event_model == "multinomial":
+            return np.asarray(X @ self.feature_log_prob().T) + self.class_log_prior()
+        present = X.copy()
+        present.data = np.ones_like(present.data)
+        weights, absent_sum = self._bernoulli_parts()
+        return np.asarray(present @ weights.T) + absent_sum + self.class_log_prior()
+
+    def _fit_columns(self, X: sp.spmatrix) -> sp.csr_matrix:
+        X = sp.csr_matrix(X)
+        if X.shape[1] == self.n_features:
+            return X
+        if X.shape[1] < self.n_features:
+            X.resize((X.shape[0], self.n_features))
+            return X
+        return X[:, : self.n_features]
+
+    def log_odds_ratios(self, positive: str, negative: str) -> np.ndarray:
+        """log P(w|positive) - log P(w|negative) for every feature."""
+        log_prob = self.feature_log_prob()
+        return log_prob[self.classes.index(positive)] - log_prob[self.classes.index(negative)]
+
+    # -- predictions ----------------------------------------------------------------
+
+    def predict_log_proba(self, X: sp.spmatrix) -> np.ndarray:
+        jll = self.joint_log_likelihood(X)
+        return jll - logsumexp(jll, axis=1, keepdims=True)
+
+    def predict_proba(self, X: sp.spmatrix) -> np.ndarray:
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X: sp.spmatrix) -> list[str]:
+        best = np.argmax(self.joint_log_likelihood(X), axis=1)
+        return [self.classes[i] for i in best]
+
+    def log_odds(self, X: sp.spmatrix, positive: str) -> np.ndarray:
+        """log P(positive|x) - log P(not positive|x), which does not saturate like P does.
+
+        Long messages push Naive Bayes posteriors to exactly 0 or 1 in floating point,
+        which ties them for ranking; the log-odds keep their order (for ROC AUC).
+        """
+        jll = self.joint_log_likelihood(X)
+        column = self.classes.index(positive)
+        others = np.delete(jll, column, axis=1)
+        return jll[:, column] - logsumexp(others, axis=1)
+
+    # -- state ----------------------------------------------------------------------
+
+    def to_state(self) -> dict[str, Any]:
+        return {
+            "event_model": self.event_model,
+            "alpha": self.alpha,
+            "min_count": self.min_count,
+            "classes": list(self.classes),
+            "class_counts": self.class_counts,
+            "token_counts": self.token_counts,
+            "doc_counts": self.doc_counts,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> NaiveBayes:
+        model = cls(
+            event_model=state["event_model"], alpha=state["alpha"], min_count=state["min_count"]
+        )
+        model.classes = list(state["classes"])
+        model.class_counts = np.asarray(state["class_counts"], dtype=np.int64)
+        model.token_counts = np.asarray(state["token_counts"], dtype=np.float64)
+        model.doc_counts = np.asarray(state["doc_counts"], dtype=np.float64)
+        return model

@@ -1,0 +1,170 @@
+"""`spamnb evaluate`, on the sample corpus and on the real public corpora."""
+
+from __future__ import annotations
+
+import pytest
+from cli_helpers import assert_one_line_error, run, run_json
+
+REQUIRED_KEYS = {
+    "n",
+    "accuracy",
+    "baseline_accuracy",
+    "roc_auc",
+    "confusion",
+    "per_class",
+    "calibration",
+}
+
+
+def paths(dirs):
+    return [str(d) for d in dirs]
+
+
+def test_split_report_has_the_documented_keys(sample_maildir):
+    report = run_json(
+        "evaluate",
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+        "--test-size",
+        "0.3",
+        "--seed",
+        "3",
+    )
+    assert set(report) >= REQUIRED_KEYS
+    assert set(report["confusion"]) == {"tp", "fp", "tn", "fn"}
+    assert sum(report["confusion"].values()) == report["n"]
+    assert set(report["calibration"]) >= {"ece", "brier", "bins"}
+    assert len(report["calibration"]["bins"]) == 10
+    assert sum(b["count"] for b in report["calibration"]["bins"]) == report["n"]
+    assert set(report["per_class"]) == {"spam", "ham"}
+    assert report["protocol"]["mode"] == "split"
+    # 30% of roughly 60 messages, stratified.
+    assert 15 <= report["n"] <= 22
+
+
+def test_split_is_deterministic(sample_maildir):
+    args = [
+        "evaluate",
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+        "--test-size",
+        "0.5",
+    ]
+    first = run_json(*args, "--seed", "1")
+    again = run_json(*args, "--seed", "1")
+    assert again == first
+
+
+def test_model_mode_agrees_with_classify(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    report = run_json(
+        "evaluate", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    lines = run(
+        "classify", "-m", model, sample_maildir / "spam", sample_maildir / "ham"
+    ).stdout.splitlines()
+    truth = ["spam" if "/spam/" in line.split("\t")[2] else "ham" for line in lines]
+    predicted = [line.split("\t")[0] for line in lines]
+    correct = sum(t == p for t, p in zip(truth, predicted, strict=True))
+    assert report["n"] == len(lines)
+    assert report["accuracy"] == pytest.approx(correct / len(lines))
+    assert report["protocol"]["mode"] == "model"
+
+
+def test_human_report_shows_baseline_and_tables(sample_maildir):
+    result = run(
+        "evaluate",
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+        "--test-size",
+        "0.3",
+    )
+    assert result.exit_code == 0, result.output
+    for text in (
+        "accuracy",
+        "baseline",
+        "ROC AUC",
+        "Confusion",
+        "Calibration",
+        "precision",
+        "Brier",
+    ):
+        assert text in result.stdout
+
+
+def test_errors(tmp_path, sample_maildir):
+    assert_one_line_error(
+        run(
+            "evaluate",
+            "--spam",
+            sample_maildir / "spam",
+            "--test-size",
+            "0.3",
+            "-m",
+            tmp_path / "m.joblib",
+        ),
+        "--test-size",
+    )
+    assert_one_line_error(
+        run("evaluate", "-m", tmp_path / "absent.joblib", "--spam", sample_maildir / "spam"),
+        "absent.joblib",
+    )
+    assert_one_line_error(
+        run(
+            "evaluate",
+            "--spam",
+            tmp_path / "nope",
+            "--ham",
+            sample_maildir / "ham",
+            "--test-size",
+            "0.3",
+        ),
+        "nope",
+    )
+
+
+@pytest.mark.corpus
+def test_spamassassin_split_meets_the_accuracy_targets(real_corpus):
+    corpus = real_corpus("spamassassin")
+    report = run_json(
+        "evaluate",
+        "--spam",
+        *paths(corpus["spam"]),
+        "--ham",
+        *paths(corpus["ham"]),
+        "--test-size",
+        "0.3",
+        "--seed",
+        "0",
+    )
+    assert report["n"] == 1814
+    assert report["per_class"]["ham"]["support"] == 1245
+    assert report["baseline_accuracy"] == pytest.approx(1245 / 1814)
+    assert report["accuracy"] >= 0.98
+    assert report["roc_auc"] >= 0.995
+
+
+@pytest.mark.corpus
+def test_enron1_split_beats_the_baseline_by_far(real_corpus):
+    corpus = real_corpus("enron1")
+    report = run_json(
+        "evaluate",
+        "--spam",
+        *paths(corpus["spam"]),
+        "--ham",
+        *paths(corpus["ham"]),
+        "--test-size",
+        "0.3",
+        "--seed",
+        "0",
+    )
+    assert report["baseline_accuracy"] < 0.75
+    assert report["accuracy"] >= 0.95
+    assert report["roc_auc"] >= 0.99

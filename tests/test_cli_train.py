@@ -1,0 +1,176 @@
+"""`spamnb train` and `spamnb info`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from cli_helpers import assert_one_line_error, run, run_json
+
+from spamnb import __version__, cli
+from spamnb.model import EVENT_MODELS
+from spamnb.store import load
+
+
+def test_version():
+    result = run("--version")
+    assert result.exit_code == 0 and __version__ in result.stdout
+
+
+def test_python_dash_m_runs_the_cli():
+    done = subprocess.run(
+        [sys.executable, "-m", "spamnb", "--version"], capture_output=True, text=True, check=True
+    )
+    assert __version__ in done.stdout
+
+
+def test_cli_event_models_match_the_model_module():
+    assert cli.EVENT_MODELS == EVENT_MODELS
+
+
+def test_train_prints_a_summary_and_writes_the_model(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    result = run(
+        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    assert result.exit_code == 0, result.output
+    assert "spam" in result.stdout and "ham" in result.stdout and "vocabulary" in result.stdout
+    spam_filter = load(model)
+    assert set(spam_filter.classes) == {"spam", "ham"}
+    assert spam_filter.model.class_counts.sum() >= 50
+
+
+def test_train_json_summary_counts_every_message(tmp_path, sample_maildir, sample_mbox):
+    model = tmp_path / "model.joblib"
+    summary = run_json(
+        "train", "-m", model, "--spam", sample_mbox / "spam.mbox", "--ham", sample_mbox / "ham.mbox"
+    )
+    spam_n = summary["classes"]["spam"]["trained"]
+    ham_n = summary["classes"]["ham"]["trained"]
+    assert 25 <= spam_n <= 40 and 25 <= ham_n <= 40
+    assert summary["vocabulary"] > 500 and summary["model_bytes"] == model.stat().st_size
+    # Maildir and mbox hold the same messages, so they count the same.
+    again = run_json(
+        "train",
+        "--new",
+        "-m",
+        tmp_path / "m2.joblib",
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+    )
+    assert again["classes"]["spam"]["trained"] == spam_n
+    assert again["classes"]["ham"]["trained"] == ham_n
+
+
+def test_training_again_adds_counts_and_new_starts_over(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    first = run_json("train", "-m", model, "--spam", sample_maildir / "spam")
+    second = run_json(
+        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    n = first["classes"]["spam"]["total"]
+    assert second["classes"]["spam"]["total"] == 2 * n
+    fresh = run_json("train", "--new", "-m", model, "--ham", sample_maildir / "ham")
+    assert list(fresh["classes"]) == ["ham"]
+
+
+def test_one_flag_takes_several_paths(tmp_path, sample_maildir):
+    spam_files = sorted((sample_maildir / "spam" / "cur").iterdir())[:3]
+    summary = run_json(
+        "train", "-m", tmp_path / "m.joblib", "--spam", *spam_files, "--ham", sample_maildir / "ham"
+    )
+    assert summary["classes"]["spam"]["trained"] == 3
+
+
+def test_general_labels(tmp_path, sample_maildir):
+    summary = run_json(
+        "train",
+        "-m",
+        tmp_path / "m.joblib",
+        "--label",
+        f"junk={sample_maildir / 'spam'}",
+        "--label",
+        f"work={sample_maildir / 'ham'}",
+    )
+    assert set(summary["classes"]) == {"junk", "work"}
+
+
+def test_one_message_from_stdin(tmp_path, sample_maildir):
+    message = sorted((sample_maildir / "spam" / "cur").iterdir())[0].read_bytes()
+    result = run("train", "-m", tmp_path / "m.joblib", "--spam", "-", "--json", input=message)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["classes"]["spam"]["trained"] == 1
+
+
+def test_model_path_from_environment(tmp_path, sample_maildir, monkeypatch):
+    monkeypatch.setenv("SPAMNB_MODEL", str(tmp_path / "env-model.joblib"))
+    assert run("train", "--spam", sample_maildir / "spam").exit_code == 0
+    assert (tmp_path / "env-model.joblib").exists()
+    monkeypatch.delenv("SPAMNB_MODEL")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert run("train", "--spam", sample_maildir / "spam").exit_code == 0
+    assert (tmp_path / "xdg" / "spamnb" / "model.joblib").exists()
+
+
+def test_info_describes_the_model(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run(
+        "train",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+        "--alpha",
+        "0.5",
+    )
+    details = run_json("info", "-m", model)
+    assert details["path"] == str(model)
+    assert details["classes"] == ["spam", "ham"]
+    assert details["alpha"] == 0.5 and details["format_version"] >= 1
+    assert details["vocabulary"] > 0 and details["created"]
+    human = run("info", "-m", model)
+    assert human.exit_code == 0 and "vocabulary" in human.stdout
+    # A long path is folded over lines, never cut short.
+    assert str(model) in "".join(human.stdout.split())
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["--spam", "/no/such/folder"], ["/no/such/folder"]),
+        (["--label", "nonsense"], ["NAME=PATH"]),
+        ([], ["--spam"]),
+    ],
+    ids=["missing-path", "bad-label", "nothing-to-learn"],
+)
+def test_bad_arguments_give_one_line_errors(tmp_path, args, fragments):
+    assert_one_line_error(run("train", "-m", tmp_path / "m.joblib", *args), *fragments)
+
+
+def test_empty_folder_and_non_mail_file(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_one_line_error(run("train", "-m", tmp_path / "m.joblib", "--spam", empty), str(empty))
+    junk = tmp_path / "photo.jpg"
+    junk.write_bytes(b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(range(256)) * 4)
+    assert_one_line_error(run("train", "-m", tmp_path / "m.joblib", "--spam", junk), str(junk))
+    assert not (tmp_path / "m.joblib").exists()
+
+
+def test_corrupt_existing_model_is_not_overwritten(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    model.write_bytes(b"precious bytes of something else")
+    assert_one_line_error(run("train", "-m", model, "--spam", sample_maildir / "spam"), "--new")
+    assert model.read_bytes() == b"precious bytes of something else"
+
+
+def test_info_on_a_corrupt_model(tmp_path):
+    model = tmp_path / "model.joblib"
+    model.write_bytes(b"\x00garbage")
+    assert_one_line_error(run("info", "-m", model), str(model))

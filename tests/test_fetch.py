@@ -1,0 +1,328 @@
+"""Tests for corpora/fetch.py.
+
+The real-corpus tests unpack the archives from the shared mirror beside the checkout
+(``../shared/corpora``) and are marked ``corpus``. The network path cannot be exercised
+here, so it is tested by pre-seeding the download cache with tarballs laid out like the
+upstream ones and making any real network access fail.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import importlib.util
+import io
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FETCH_PY = REPO / "corpora" / "fetch.py"
+MIRROR = REPO.parent / "shared" / "corpora"
+
+EXPECTED = {"spamassassin": (4150, 1896), "enron1": (3672, 1500)}
+KNOWN_MD5_EXCEPTION = "hard_ham/00230.244a63cd74c81123ef26129453e32c95"
+
+needs_mirror = pytest.mark.skipif(not MIRROR.is_dir(), reason=f"no corpus mirror at {MIRROR}")
+
+
+def _load_fetch():
+    spec = importlib.util.spec_from_file_location("spamnb_corpora_fetch", FETCH_PY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    # dataclasses resolve their module through sys.modules while the class is built.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+fetch_mod = _load_fetch()
+
+
+@pytest.fixture(autouse=True)
+def _no_network_and_no_env_mirror(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(fetch_mod.MIRROR_ENV, raising=False)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("tests must not touch the network")
+
+    monkeypatch.setattr(urllib.request, "urlopen", refuse)
+
+
+@pytest.fixture(scope="module")
+def fetched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    if not MIRROR.is_dir():
+        pytest.skip(f"no corpus mirror at {MIRROR}")
+    dest = tmp_path_factory.mktemp("corpora")
+    return {name: fetch_mod.fetch(name, dest, mirror=MIRROR) for name in EXPECTED}
+
+
+def _counts(name: str, root: Path) -> tuple[int, int]:
+    dirs = fetch_mod.labelled_dirs(name, root)
+    ham = sum(len(fetch_mod.message_files(d)) for d in dirs["ham"])
+    spam = sum(len(fetch_mod.message_files(d)) for d in dirs["spam"])
+    return ham, spam
+
+
+def _write_md5_named(directory: Path, bodies: list[bytes]) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, body in enumerate(bodies, 1):
+        path = directory / f"{i:05d}.{hashlib.md5(body).hexdigest()}"
+        path.write_bytes(body)
+        paths.append(path)
+    return paths
+
+
+# --- real corpora from the mirror -------------------------------------------------------
+
+
+@pytest.mark.corpus
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_mirror_fetch_gives_expected_counts(fetched: dict[str, Path], name: str) -> None:
+    root = fetched[name]
+    assert root.is_dir() and fetch_mod.is_verified(name, root)
+    assert _counts(name, root) == EXPECTED[name]
+
+
+@pytest.mark.corpus
+def test_labelled_dirs_layout(fetched: dict[str, Path]) -> None:
+    sa = fetch_mod.labelled_dirs("spamassassin", fetched["spamassassin"])
+    assert [d.name for d in sa["ham"]] == ["easy_ham", "easy_ham_2", "hard_ham"]
+    assert [d.name for d in sa["spam"]] == ["spam", "spam_2"]
+    enron = fetch_mod.labelled_dirs("enron1", fetched["enron1"])
+    assert [d.name for d in enron["ham"]] == ["ham"]
+    assert [d.name for d in enron["spam"]] == ["spam"]
+
+
+@pytest.mark.corpus
+def test_second_fetch_is_a_no_op(fetched: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    def must_not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("already verified corpus was unpacked or re-hashed again")
+
+    monkeypatch.setattr(fetch_mod, "extract_archive", must_not_run)
+    monkeypatch.setattr(fetch_mod, "sha256_file", must_not_run)
+    monkeypatch.setattr(fetch_mod, "verify", must_not_run)
+    for name, root in fetched.items():
+        marker = root / fetch_mod.MARKER_NAME
+        before = marker.stat().st_mtime_ns
+        started = time.monotonic()
+        assert fetch_mod.fetch(name, root.parent, mirror=MIRROR) == root
+        assert time.monotonic() - started < 1.0
+        assert marker.stat().st_mtime_ns == before
+
+
+@pytest.mark.corpus
+def test_md5_names_checked_on_mirror_copy(fetched: dict[str, Path]) -> None:
+    root = fetched["spamassassin"]
+    bad = fetch_mod.md5_name_mismatches(root)
+    # The check really runs over the mirror copy: exactly the documented file differs.
+    assert [p.relative_to(root).as_posix() for p in bad] == [KNOWN_MD5_EXCEPTION]
+
+
+@pytest.mark.corpus
+def test_tampered_message_in_unpacked_corpus_is_caught(
+    fetched: dict[str, Path], tmp_path: Path
+) -> None:
+    copy = tmp_path / fetch_mod.CORPORA["spamassassin"].root
+    shutil.copytree(fetched["spamassassin"], copy)
+    (copy / fetch_mod.MARKER_NAME).unlink()
+    victim = fetch_mod.message_files(copy / "spam")[7]
+    data = bytearray(victim.read_bytes())
+    data[-2] ^= 0x01
+    victim.write_bytes(bytes(data))
+    with pytest.raises(fetch_mod.FetchError, match=victim.name):
+        fetch_mod.verify("spamassassin", copy)
+    # An existing unmarked tree is verified in place rather than trusted or overwritten.
+    with pytest.raises(fetch_mod.FetchError, match="MD5"):
+        fetch_mod.fetch("spamassassin", tmp_path, mirror=MIRROR)
+    assert not (copy / fetch_mod.MARKER_NAME).exists()
+
+
+@pytest.mark.corpus
+def test_cli_reports_each_corpus(fetched: dict[str, Path]) -> None:
+    dest = fetched["enron1"].parent
+    result = subprocess.run(
+        [sys.executable, str(FETCH_PY), "--mirror", str(MIRROR), "--dest", str(dest), "all"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines == [
+        f"spamassassin: {fetched['spamassassin']} (ham 4150, spam 1896)",
+        f"enron1: {fetched['enron1']} (ham 3672, spam 1500)",
+    ]
+
+
+@pytest.mark.corpus
+def test_network_mode_layout_from_cached_downloads(
+    fetched: dict[str, Path], tmp_path: Path
+) -> None:
+    # Rebuild tarballs shaped like the upstream ones (one top directory per archive, plus
+    # the "cmds" helper file) from the mirror copy, and drop them in the download cache.
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    for name, root in fetched.items():
+        for up in fetch_mod.CORPORA[name].upstream:
+            archive = downloads / up.url.rsplit("/", 1)[-1]
+            source = root / up.top if name == "spamassassin" else root
+            # Uncompressed on purpose: it is quick, and the reader auto-detects compression.
+            with tarfile.open(archive, "w") as tar:
+                tar.add(source, arcname=up.top, filter=_drop_marker)
+                cmds = b"mv 00001.x 00001.y\n"
+                info = tarfile.TarInfo(f"{up.top}/cmds")
+                info.size = len(cmds)
+                tar.addfile(info, io.BytesIO(cmds))
+    dest = tmp_path / "dest"
+    for name in EXPECTED:
+        root = fetch_mod.fetch(name, dest, mirror=None, downloads=downloads)
+        assert root == dest / fetch_mod.CORPORA[name].root
+        assert _counts(name, root) == EXPECTED[name]
+        assert not list(root.rglob("cmds"))
+
+
+def _drop_marker(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    return None if info.name.endswith(fetch_mod.MARKER_NAME) else info
+
+
+# --- fast checks (mirror archives used only where noted) ---------------------------------
+
+
+@needs_mirror
+def test_corrupted_mirror_archive_is_refused(tmp_path: Path) -> None:
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    archive = mirror / fetch_mod.CORPORA["enron1"].mirror_archive
+    shutil.copyfile(MIRROR / archive.name, archive)
+    data = bytearray(archive.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    archive.write_bytes(bytes(data))
+    dest = tmp_path / "dest"
+    with pytest.raises(fetch_mod.FetchError, match="checksum mismatch"):
+        fetch_mod.fetch("enron1", dest, mirror=mirror)
+    assert not (dest / "enron1").exists()
+    assert list(dest.iterdir()) == []  # the staging directory was cleaned up
+
+
+def test_md5_name_check_catches_tampering(tmp_path: Path) -> None:
+    good, victim, _ = _write_md5_named(tmp_path / "spam", [b"one\n", b"two\n", b"three\n"])
+    assert fetch_mod.md5_name_mismatches(tmp_path, ["spam"]) == []
+    victim.write_bytes(b"tWo\n")
+    assert fetch_mod.md5_name_mismatches(tmp_path, ["spam"]) == [victim]
+    # A name that is not NNNNN.<md5> at all is reported too, but "cmds" is not a message.
+    (tmp_path / "spam" / "README").write_bytes(b"x")
+    (tmp_path / "spam" / "cmds").write_bytes(b"mv a b\n")
+    bad = fetch_mod.md5_name_mismatches(tmp_path, ["spam"])
+    assert sorted(p.name for p in bad) == sorted(["README", victim.name])
+    assert good not in bad
+
+
+def test_missing_mirror_archive_cli_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty-mirror"
+    empty.mkdir()
+    result = subprocess.run(
+        [sys.executable, str(FETCH_PY), "--mirror", str(empty), "--dest", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    errors = result.stderr.strip().splitlines()
+    assert len(errors) == 1
+    assert errors[0].startswith("fetch.py: error: ")
+    assert "not found in mirror" in errors[0]
+
+
+def test_mirror_env_variable_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(fetch_mod.MIRROR_ENV, str(tmp_path / "env-mirror"))
+    with pytest.raises(fetch_mod.FetchError, match="env-mirror"):
+        fetch_mod.fetch("enron1", tmp_path / "dest")
+
+
+def test_network_failure_is_a_clean_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise urllib.error.URLError("Temporary failure in name resolution")
+
+    monkeypatch.setattr(urllib.request, "urlopen", unreachable)
+    with pytest.raises(fetch_mod.FetchError, match=r"download failed: http.*enron1\.tar\.gz"):
+        fetch_mod.fetch("enron1", tmp_path / "dest", downloads=tmp_path / "dl")
+    assert not list((tmp_path / "dl").glob("*"))  # no partial download left behind
+
+    code = fetch_mod.main(
+        ["--dest", str(tmp_path / "dest"), "--downloads", str(tmp_path / "dl"), "enron1"]
+    )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith("fetch.py: error: download failed")
+
+
+def _tar_with(tmp_path: Path, entries: list[tarfile.TarInfo]) -> Path:
+    archive = tmp_path / "evil.tar"
+    with tarfile.open(archive, "w") as tar:
+        for info in entries:
+            tar.addfile(info, io.BytesIO(b"x" * info.size) if info.isfile() else None)
+    return archive
+
+
+def _file(name: str) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.size = 1
+    return info
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "/etc/evil",
+        "enron1/../../evil",
+        "../enron1/ham/x.txt",
+        "elsewhere/ham/x.txt",
+    ],
+)
+def test_unsafe_member_paths_are_refused(tmp_path: Path, bad: str) -> None:
+    archive = _tar_with(tmp_path, [_file("enron1/ham/ok.txt"), _file(bad)])
+    with pytest.raises(fetch_mod.FetchError):
+        fetch_mod.extract_archive(archive, tmp_path / "out", "enron1")
+    assert not (tmp_path / "evil").exists()
+    assert not Path("/etc/evil").exists()
+
+
+def test_links_are_refused(tmp_path: Path) -> None:
+    link = tarfile.TarInfo("enron1/ham/passwd")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "/etc/passwd"
+    archive = _tar_with(tmp_path, [link])
+    with pytest.raises(fetch_mod.FetchError, match="non-regular"):
+        fetch_mod.extract_archive(archive, tmp_path / "out", "enron1")
+
+
+def test_extract_skips_cmds_and_keeps_layout(tmp_path: Path) -> None:
+    archive = _tar_with(tmp_path, [_file("spam_2/00001.abc"), _file("spam_2/cmds")])
+    fetch_mod.extract_archive(archive, tmp_path / "out", "spam_2")
+    assert sorted(p.name for p in (tmp_path / "out" / "spam_2").iterdir()) == ["00001.abc"]
+
+
+def test_truncated_archive_is_a_clean_error(tmp_path: Path) -> None:
+    archive = _tar_with(tmp_path, [_file("enron1/ham/a.txt")])
+    truncated = tmp_path / "truncated.tar.gz"
+    truncated.write_bytes(gzip.compress(archive.read_bytes())[:40])
+    with pytest.raises(fetch_mod.FetchError, match="cannot unpack"):
+        fetch_mod.extract_archive(truncated, tmp_path / "out", "enron1")
+
+
+def test_unknown_corpus_name() -> None:
+    with pytest.raises(ValueError, match="unknown corpus"):
+        fetch_mod.fetch("enron7", Path("unused"))

@@ -1,0 +1,529 @@
+"""Tests for spamnb.mail: finding messages and returning their bytes untouched."""
+
+from __future__ import annotations
+
+import errno
+import io
+import mailbox
+import os
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from spamnb import mail
+from spamnb.mail import FORMATS, MailItem, MailSourceError, detect_format, iter_messages, read_all
+
+CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+
+PLAIN = b"Return-Path: <ann@example.org>\nSubject: plain\n\nNo envelope line here.\n"
+ENVELOPED = (
+    b"From ann@example.org  Mon Sep  2 12:00:00 2002\n"
+    b"Return-Path: <ann@example.org>\n"
+    b"Subject: enveloped\n"
+    b"\n"
+    b"Body of a one-message file with a From_ line.\n"
+)
+# CRLF line ends and Latin-1 bytes must survive unchanged.
+CRLF_8BIT = (
+    b"From: =?iso-8859-1?q?J=F6rg?= <j@example.de>\r\n"
+    b"Subject: Gr\xfc\xdfe\r\n"
+    b"Content-Type: text/plain; charset=iso-8859-1\r\n"
+    b"\r\n"
+    b"Sch\xf6ne Gr\xfc\xdfe \xa9\r\n"
+)
+NOT_MAIL = b"# Notes\n\nThis is a README, not a message.\n"
+BINARY = b"X-Junk: \x00\x00\x00\x01\x02\x00\x00\x00" + bytes(200)
+
+
+def message(subject: str, body: str = "Hello.\n") -> bytes:
+    return f"From: a@example.org\nTo: b@example.org\nSubject: {subject}\n\n{body}".encode()
+
+
+def write(path: Path, data: bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    return path
+
+
+def collect(path: str | Path, fmt: str | None = None, **kwargs) -> list[MailItem]:
+    return list(iter_messages(path, fmt, **kwargs))
+
+
+def skips_recorder() -> tuple[list[tuple[str, str]], object]:
+    skipped: list[tuple[str, str]] = []
+    return skipped, lambda source, reason: skipped.append((source, reason))
+
+
+def make_hand_mbox(path: Path) -> Path:
+    return write(
+        path,
+        b"From alice@example.org Mon Jan  1 10:00:00 2024\n"
+        b"Subject: one\n\nfirst body\n\n"
+        b"From bob@example.org Tue Jan  2 11:30:00 2024\n"
+        b"Subject: two\n\n>From quoted line stays quoted\n\n"
+        b"From carol@example.org Wed Jan  3 12:45:00 2024\n"
+        b"Subject: three\n\nthird body\n",
+    )
+
+
+def make_maildir(root: Path) -> Path:
+    write(root / "cur" / "1700000001.M1P1.host:2,S", CRLF_8BIT)
+    write(root / "new" / "1700000002.M2P2.host", message("new one"))
+    write(root / "cur" / "1700000003.M3P3.host:2,", message("cur two"))
+    write(root / "tmp" / "1700000004.M4P4.host", message("still being delivered"))
+    write(root / "cur" / ".hidden-client-state", b"not a message")
+    write(root / ".Sub" / "cur" / "1700000005.M5P5.host:2,S", message("in subfolder"))
+    (root / ".Sub" / "new").mkdir()
+    (root / ".Sub" / "tmp").mkdir()
+    return root
+
+
+def make_mh(root: Path) -> mailbox.MH:
+    box = mailbox.MH(str(root), create=True)
+    for subject in ("mh one", "mh two", "mh three"):
+        box.add(message(subject))
+    sub = box.add_folder("archive")
+    sub.add(message("mh archived"))
+    return box
+
+
+# --- single files and stdin -------------------------------------------------------
+
+
+def test_single_file_without_envelope(tmp_path: Path) -> None:
+    path = write(tmp_path / "msg.eml", PLAIN)
+    assert detect_format(path) == "file"
+    assert collect(path) == [MailItem(str(path), PLAIN)]
+
+
+def test_single_file_with_envelope_keeps_from_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "00001.abc", ENVELOPED)
+    assert detect_format(path) == "file"
+    assert collect(str(path)) == [MailItem(str(path), ENVELOPED)]
+
+
+def test_body_line_starting_with_from_does_not_make_an_mbox(tmp_path: Path) -> None:
+    data = ENVELOPED + b"\nFrom the desk of Mr. Smith, at 10:30 on Monday.\n\nFrom me too\n"
+    path = write(tmp_path / "scam", data)
+    assert detect_format(path) == "file"
+    assert collect(path) == [MailItem(str(path), data)]
+
+
+def test_single_file_byte_exact_crlf_and_8bit(tmp_path: Path) -> None:
+    path = write(tmp_path / "crlf.eml", CRLF_8BIT)
+    assert collect(path)[0].data == CRLF_8BIT
+
+
+def test_leading_blank_lines_are_allowed(tmp_path: Path) -> None:
+    data = b"\r\n\n" + PLAIN
+    path = write(tmp_path / "blank-first", data)
+    assert collect(path) == [MailItem(str(path), data)]
+
+
+def test_forcing_file_reads_an_mbox_as_one_message(tmp_path: Path) -> None:
+    path = make_hand_mbox(tmp_path / "box")
+    assert collect(path, "file") == [MailItem(str(path), path.read_bytes())]
+
+
+def test_stdin() -> None:
+    assert collect("-", stdin=io.BytesIO(CRLF_8BIT)) == [MailItem("-", CRLF_8BIT)]
+    assert collect("-", "file", stdin=io.BytesIO(PLAIN)) == [MailItem("-", PLAIN)]
+
+
+def test_stdin_defaults_to_sys_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(PLAIN)))
+    assert collect(Path("-")) == [MailItem("-", PLAIN)]
+
+
+@pytest.mark.parametrize(
+    ("data", "fmt", "expected"),
+    [
+        (b"", None, "is empty"),
+        (NOT_MAIL, None, "is not a mail message"),
+        (PLAIN, "mbox", "can only be read as one message"),
+    ],
+)
+def test_stdin_errors(data: bytes, fmt: str | None, expected: str) -> None:
+    with pytest.raises(MailSourceError) as info:
+        collect("-", fmt, stdin=io.BytesIO(data))
+    assert expected in str(info.value)
+    assert "'-'" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_named_pipe_is_one_message(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    assert detect_format(fifo) == "file"
+    writer = threading.Thread(target=fifo.write_bytes, args=(ENVELOPED,))
+    writer.start()
+    try:
+        assert collect(fifo) == [MailItem(str(fifo), ENVELOPED)]
+    finally:
+        writer.join(timeout=5)
+
+
+# --- plain directories ------------------------------------------------------------
+
+
+def test_directory_tree(tmp_path: Path) -> None:
+    root = tmp_path / "corpus"
+    write(root / "b" / "00002.two", message("two"))
+    write(root / "b" / "deeper" / "00003.three", ENVELOPED)
+    write(root / "a" / "00001.one", PLAIN)
+    write(root / "c.eml", CRLF_8BIT)
+    write(root / "10", message("ten"))
+    write(root / "9", message("nine"))
+    write(root / ".hidden", message("hidden file"))
+    write(root / ".git" / "config", b"[core]\n")
+    write(root / "cmds", b"mv 00001.x 00001.y\n")
+    write(root / "b" / "empty", b"")
+    write(root / "b" / "image.bin", BINARY)
+    # An mbox inside a plain directory is still one message per file.
+    make_hand_mbox(root / "d-box")
+    skipped, on_skip = skips_recorder()
+
+    assert detect_format(root) == "dir"
+    items = collect(root, on_skip=on_skip)
+
+    expected = [
+        root / "9",
+        root / "10",
+        root / "a" / "00001.one",
+        root / "b" / "00002.two",
+        root / "b" / "deeper" / "00003.three",
+        root / "c.eml",
+        root / "d-box",
+    ]
+    assert [item.source for item in items] == [str(p) for p in expected]
+    assert all(item.data == Path(item.source).read_bytes() for item in items)
+    assert dict(skipped) == {
+        str(root / "b" / "empty"): "empty file",
+        str(root / "b" / "image.bin"): "binary data (contains NUL bytes)",
+        str(root / "cmds"): "does not start with a header or 'From ' line",
+    }
+
+
+def test_directory_follows_symlinks_once(tmp_path: Path) -> None:
+    root = tmp_path / "tree"
+    write(root / "real" / "m1", message("one"))
+    (root / "real" / "loop").symlink_to(root, target_is_directory=True)
+    (root / "alias").symlink_to(root / "real", target_is_directory=True)
+    (root / "dangling").symlink_to(tmp_path / "missing")
+    skipped, on_skip = skips_recorder()
+    items = collect(root, on_skip=on_skip)
+    assert [Path(item.source).name for item in items] == ["m1"]
+    assert skipped == [(str(root / "dangling"), "broken symbolic link")]
+
+
+def test_directory_with_only_junk_has_no_messages(tmp_path: Path) -> None:
+    write(tmp_path / "junk" / "notes.txt", NOT_MAIL)
+    skipped, on_skip = skips_recorder()
+    with pytest.raises(MailSourceError, match="no messages found in"):
+        collect(tmp_path / "junk", on_skip=on_skip)
+    assert len(skipped) == 1
+
+
+def test_read_all_concatenates_in_order(tmp_path: Path) -> None:
+    first = write(tmp_path / "one.eml", PLAIN)
+    folder = tmp_path / "dir"
+    write(folder / "x", message("x"))
+    write(folder / "junk", NOT_MAIL)
+    box = make_hand_mbox(tmp_path / "mbox")
+    skipped, on_skip = skips_recorder()
+    items = read_all([first, str(folder), box, "-"], stdin=io.BytesIO(CRLF_8BIT), on_skip=on_skip)
+    assert [item.source for item in items] == [
+        str(first),
+        str(folder / "x"),
+        f"{box}:1",
+        f"{box}:2",
+        f"{box}:3",
+        "-",
+    ]
+    assert skipped == [(str(folder / "junk"), "does not start with a header or 'From ' line")]
+    assert read_all([]) == []
+
+
+# --- mbox ---------------------------------------------------------------------------
+
+
+def test_mbox_built_with_mailbox(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.mbox"
+    box = mailbox.mbox(str(path))
+    for subject in ("first", "second", "third"):
+        box.add(message(subject))
+    box.close()
+
+    assert detect_format(path) == "mbox"
+    items = collect(path)
+    assert [item.source for item in items] == [f"{path}:{n}" for n in (1, 2, 3)]
+    for item, subject in zip(items, ("first", "second", "third"), strict=True):
+        assert not item.data.startswith(b"From ")
+        assert f"Subject: {subject}\n".encode() in item.data
+
+
+def test_mbox_written_by_hand(tmp_path: Path) -> None:
+    path = make_hand_mbox(tmp_path / "hand")
+    before = path.read_bytes(), path.stat().st_mtime_ns
+    assert detect_format(path) == "mbox"
+    items = collect(path)
+    assert items == [
+        MailItem(f"{path}:1", b"Subject: one\n\nfirst body\n"),
+        MailItem(f"{path}:2", b"Subject: two\n\n>From quoted line stays quoted\n"),
+        MailItem(f"{path}:3", b"Subject: three\n\nthird body\n"),
+    ]
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_mbox_with_crlf_line_ends_is_detected(tmp_path: Path) -> None:
+    data = make_hand_mbox(tmp_path / "lf").read_bytes().replace(b"\n", b"\r\n")
+    path = write(tmp_path / "crlf", data)
+    assert detect_format(path) == "mbox"
+    assert len(collect(path)) == 3
+
+
+def test_mbox_detection_across_read_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    box = make_hand_mbox(tmp_path / "box")
+    single = write(tmp_path / "single", ENVELOPED + b"\nFrom the desk of Mr. Smith\n\nFrom me\n")
+    # Small reads put the message separator across every possible chunk boundary.
+    for chunk in range(8, 130):
+        monkeypatch.setattr(mail, "_SCAN_CHUNK", chunk)
+        assert detect_format(box) == "mbox", chunk
+        assert collect(single) == [MailItem(str(single), single.read_bytes())], chunk
+
+
+def test_forced_mbox_on_single_enveloped_message(tmp_path: Path) -> None:
+    path = write(tmp_path / "one", ENVELOPED)
+    assert collect(path, "mbox") == [MailItem(f"{path}:1", ENVELOPED.split(b"\n", 1)[1])]
+
+
+# --- Maildir ------------------------------------------------------------------------
+
+
+def test_maildir(tmp_path: Path) -> None:
+    root = make_maildir(tmp_path / "Maildir")
+    assert detect_format(root) == "maildir"
+    items = collect(root)
+    assert [item.source for item in items] == [
+        str(root / "cur" / "1700000001.M1P1.host:2,S"),
+        str(root / "new" / "1700000002.M2P2.host"),
+        str(root / "cur" / "1700000003.M3P3.host:2,"),
+    ]
+    assert items[0].data == CRLF_8BIT
+    assert all(item.data == Path(item.source).read_bytes() for item in items)
+
+
+def test_maildir_recursive_includes_subfolders(tmp_path: Path) -> None:
+    root = make_maildir(tmp_path / "Maildir")
+    items = collect(root, recursive=True)
+    assert len(items) == 4
+    assert items[-1].source == str(root / ".Sub" / "cur" / "1700000005.M5P5.host:2,S")
+
+
+def test_maildir_made_by_mailbox_module(tmp_path: Path) -> None:
+    box = mailbox.Maildir(str(tmp_path / "md"), create=True)
+    keys = [box.add(message(s)) for s in ("a", "b")]
+    items = collect(tmp_path / "md")
+    assert sorted(item.data for item in items) == sorted(box.get_bytes(k) for k in keys)
+
+
+def test_maildir_junk_file_is_skipped(tmp_path: Path) -> None:
+    root = make_maildir(tmp_path / "Maildir")
+    junk = write(root / "new" / "1700000009.M9P9.host", b"")
+    skipped, on_skip = skips_recorder()
+    assert len(collect(root, on_skip=on_skip)) == 3
+    assert skipped == [(str(junk), "empty file")]
+
+
+# --- MH -------------------------------------------------------------------------------
+
+
+def test_mh_folder(tmp_path: Path) -> None:
+    root = tmp_path / "inbox"
+    make_mh(root)
+    assert detect_format(root) == "mh"
+    items = collect(root)
+    assert [item.source for item in items] == [str(root / n) for n in ("1", "2", "3")]
+    assert [item.data for item in items] == [message(f"mh {n}") for n in ("one", "two", "three")]
+
+
+def test_mh_recursive_includes_subfolders(tmp_path: Path) -> None:
+    root = tmp_path / "inbox"
+    make_mh(root)
+    items = collect(root, recursive=True)
+    assert [item.source for item in items][-1] == str(root / "archive" / "1")
+    assert items[-1].data == message("mh archived")
+
+
+# --- detection and forcing ----------------------------------------------------------
+
+
+def test_detect_each_format(tmp_path: Path) -> None:
+    make_mh(tmp_path / "mh")
+    found = {
+        "file": detect_format(write(tmp_path / "f", ENVELOPED)),
+        "dir": detect_format(write(tmp_path / "d" / "m", PLAIN).parent),
+        "mbox": detect_format(make_hand_mbox(tmp_path / "mbox")),
+        "maildir": detect_format(make_maildir(tmp_path / "md")),
+        "mh": detect_format(tmp_path / "mh"),
+    }
+    assert found == {fmt: fmt for fmt in FORMATS}
+
+
+def test_forced_dir_walks_a_maildir_as_plain_files(tmp_path: Path) -> None:
+    root = make_maildir(tmp_path / "Maildir")
+    # Forcing "dir" means every non-hidden file, tmp/ included.
+    assert len(collect(root, "dir")) == 4
+
+
+# --- errors -----------------------------------------------------------------------------
+
+
+def assert_one_line_naming(exc: MailSourceError, path: Path | str) -> None:
+    text = str(exc)
+    assert "\n" not in text
+    assert str(path) in text
+
+
+def error_cases(tmp_path: Path) -> list[tuple[Path, str | None, str]]:
+    file = write(tmp_path / "plain.eml", PLAIN)
+    folder = write(tmp_path / "folder" / "m", PLAIN).parent
+    (tmp_path / "empty-dir").mkdir()
+    (tmp_path / "empty-maildir" / "cur").mkdir(parents=True)
+    (tmp_path / "empty-maildir" / "new").mkdir()
+    (tmp_path / "empty-mh").mkdir()
+    (tmp_path / "empty-mh" / ".mh_sequences").write_bytes(b"")
+    mbox_junk = write(tmp_path / "junk.mbox", b"From x Mon Jan  1 00:00:00 2024\n\n")
+    return [
+        (tmp_path / "missing", None, "does not exist"),
+        (tmp_path / "missing-dir" / "m", "file", "does not exist"),
+        (write(tmp_path / "notes.txt", NOT_MAIL), None, "is not a mail message"),
+        (write(tmp_path / "bin", BINARY), None, "is not a mail message"),
+        (write(tmp_path / "blank", b"\n\n\n"), None, "is not a mail message"),
+        (write(tmp_path / "empty", b""), None, "is empty"),
+        (write(tmp_path / "empty2", b""), "mbox", "is empty"),
+        (tmp_path / "empty-dir", None, "no messages found in"),
+        (tmp_path / "empty-maildir", None, "no messages found in"),
+        (tmp_path / "empty-mh", None, "no messages found in"),
+        (mbox_junk, "mbox", "no messages found in"),
+        (file, "mbox", "is not an mbox file"),
+        (file, "nonsense", "unknown mail format"),
+        (file, "maildir", "is not a directory"),
+        (file, "dir", "is not a directory"),
+        (file, "mh", "is not a directory"),
+        (folder, "file", "is a directory"),
+        (folder, "mbox", "is a directory"),
+        (folder, "maildir", "is not a Maildir"),
+    ]
+
+
+def test_error_cases(tmp_path: Path) -> None:
+    for path, fmt, expected in error_cases(tmp_path):
+        with pytest.raises(MailSourceError) as info:
+            collect(path, fmt)
+        assert expected in str(info.value), (path, fmt, str(info.value))
+        assert_one_line_naming(info.value, path)
+
+
+def test_missing_path_fails_before_iteration(tmp_path: Path) -> None:
+    with pytest.raises(MailSourceError, match="does not exist"):
+        iter_messages(tmp_path / "nope")
+    with pytest.raises(MailSourceError, match="unknown mail format"):
+        iter_messages(tmp_path, "zip")
+    with pytest.raises(MailSourceError, match="does not exist"):
+        detect_format(tmp_path / "nope")
+
+
+def test_odd_file_name_stays_on_one_line(tmp_path: Path) -> None:
+    path = write(tmp_path / "two\nlines", NOT_MAIL)
+    with pytest.raises(MailSourceError) as info:
+        collect(path)
+    assert "\n" not in str(info.value)
+    assert repr(str(path)) in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("error", "expected"),
+    [
+        (PermissionError(errno.EACCES, "Permission denied"), "permission denied"),
+        (OSError(errno.EIO, "Input/output error"), "cannot read"),
+    ],
+)
+def test_os_errors_while_reading_become_mail_source_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, expected: str
+) -> None:
+    single = write(tmp_path / "one.eml", PLAIN)
+    inner = write(tmp_path / "dir" / "inner.eml", PLAIN)
+    maildir = make_maildir(tmp_path / "Maildir")
+
+    def failing_open(*args, **kwargs):
+        raise error
+
+    # The module's own name "open" shadows the builtin, so only its reads fail.
+    monkeypatch.setattr(mail, "open", failing_open, raising=False)
+    for path, where in ((single, single), (inner.parent, inner), (maildir, maildir / "cur")):
+        with pytest.raises(MailSourceError, match=expected) as info:
+            collect(path)
+        assert_one_line_naming(info.value, where)
+
+    def failing_read() -> bytes:
+        raise error
+
+    broken_stdin = io.BytesIO()
+    broken_stdin.read = failing_read  # type: ignore[method-assign]
+    with pytest.raises(MailSourceError, match=expected):
+        collect("-", stdin=broken_stdin)
+
+
+def test_vanished_file_in_folder_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = make_maildir(tmp_path / "Maildir")
+    gone = root / "new" / "1700000002.M2P2.host"
+    real_open = open
+
+    def open_after_move(path, *args, **kwargs):
+        if os.fspath(path) == str(gone):
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(mail, "open", open_after_move, raising=False)
+    skipped, on_skip = skips_recorder()
+    assert len(collect(root, on_skip=on_skip)) == 2
+    assert [source for source, _ in skipped] == [str(gone)]
+
+
+# --- the real SpamAssassin corpus -------------------------------------------------------
+
+
+@pytest.mark.corpus
+def test_spamassassin_corpus(tmp_path: Path) -> None:
+    archive = CORPORA / "spamassassin-20030228.tar.xz"
+    if not archive.is_file():
+        pytest.skip(f"{archive} is not available")
+    with tarfile.open(archive) as tar:
+        # The "data" filter exists only from Python 3.10.12 / 3.11.4 on.
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(tmp_path, filter="data")
+        else:
+            tar.extractall(tmp_path)
+    root = tmp_path / "spamassassin-20030228"
+
+    skipped, on_skip = skips_recorder()
+    started = time.perf_counter()
+    spam = collect(root / "spam", on_skip=on_skip)
+    ham = collect(root / "easy_ham", on_skip=on_skip)
+    elapsed = time.perf_counter() - started
+
+    assert (len(spam), len(ham)) == (500, 2500)
+    assert skipped == []
+    for item in spam + ham:
+        assert item.data == Path(item.source).read_bytes()
+    for folder in ("spam", "easy_ham"):
+        files = sorted(p for p in (root / folder).iterdir())
+        assert detect_format(files[0]) == "file"
+    assert elapsed < 5, f"reading 3,000 corpus files took {elapsed:.2f}s"

@@ -1,0 +1,208 @@
+"""The Naive Bayes maths, checked against posteriors worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from spamnb.counts import Vocabulary, count_matrix
+from spamnb.model import EVENT_MODELS, NaiveBayes
+
+# A toy training set small enough to compute every probability on paper.
+TRAIN = [
+    ("spam", "buy cheap pills"),
+    ("spam", "cheap cheap offer"),
+    ("ham", "meeting notes today"),
+    ("ham", "cheap lunch today today"),
+]
+
+
+def toy(**kwargs) -> tuple[NaiveBayes, Vocabulary]:
+    vocabulary = Vocabulary()
+    X = count_matrix([text.split() for _, text in TRAIN], vocabulary, grow=True)
+    model = NaiveBayes(**kwargs).fit(X, [label for label, _ in TRAIN])
+    return model, vocabulary
+
+
+def vector(vocabulary: Vocabulary, text: str) -> sp.csr_matrix:
+    return count_matrix([text.split()], vocabulary, grow=False)
+
+
+def spam_probability(model: NaiveBayes, vocabulary: Vocabulary, text: str) -> float:
+    return float(model.predict_proba(vector(vocabulary, text))[0, model.classes.index("spam")])
+
+
+def test_multinomial_posterior_matches_hand_computation():
+    model, vocabulary = toy(alpha=1.0)
+    # |V| = 8 (buy cheap pills offer meeting notes today lunch); 6 spam tokens, 7 ham tokens.
+    # P(cheap|spam) = (3+1)/(6+8), P(today|spam) = (0+1)/(6+8)
+    # P(cheap|ham)  = (1+1)/(7+8), P(today|ham)  = (3+1)/(7+8); priors 1/2 each.
+    spam = 0.5 * (4 / 14) * (1 / 14)
+    ham = 0.5 * (2 / 15) * (4 / 15)
+    assert spam_probability(model, vocabulary, "cheap today") == pytest.approx(spam / (spam + ham))
+
+
+def test_bernoulli_posterior_includes_absent_words():
+    model, vocabulary = toy(alpha=1.0, event_model="bernoulli")
+    # P(w present|c) = (messages of c with w + 1) / (messages of c + 2); 2 messages per class.
+    spam_df = {"buy": 1, "cheap": 2, "pills": 1, "offer": 1}
+    ham_df = {"meeting": 1, "notes": 1, "today": 2, "cheap": 1, "lunch": 1}
+    present = {"cheap", "today"}
+
+    def likelihood(df: dict[str, int]) -> float:
+        result = 1.0
+        for word in vocabulary.tokens:
+            p = (df.get(word, 0) + 1) / 4
+            result *= p if word in present else 1 - p
+        return result
+
+    spam, ham = 0.5 * likelihood(spam_df), 0.5 * likelihood(ham_df)
+    expected = spam / (spam + ham)
+    assert spam_probability(model, vocabulary, "cheap today") == pytest.approx(expected)
+    # Worked out by hand as well: the absent-word terms make it 1/3, not the 1/2 that
+    # the present words alone would give.
+    assert expected == pytest.approx(1 / 3)
+
+
+def test_bernoulli_counts_presence_not_occurrences():
+    model, vocabulary = toy(event_model="bernoulli")
+    once = spam_probability(model, vocabulary, "cheap today")
+    many = spam_probability(model, vocabulary, "cheap cheap cheap cheap today")
+    assert once == pytest.approx(many)
+
+
+def test_zero_count_problem_and_its_smoothing_cure():
+    # Unsmoothed (k=0), one word never seen in spam ("today") vetoes spam outright,
+    # however spammy the rest of the message is.
+    mle, vocabulary = toy(alpha=0.0)
+    text = "cheap cheap cheap today"
+    assert spam_probability(mle, vocabulary, text) == 0.0
+    # Smoothed: spam 0.5*(4/14)^3*(1/14) against ham 0.5*(2/15)^3*(4/15).
+    smoothed, _ = toy(alpha=1.0)
+    spam, ham = (4 / 14) ** 3 * (1 / 14), (2 / 15) ** 3 * (4 / 15)
+    assert spam_probability(smoothed, vocabulary, text) == pytest.approx(spam / (spam + ham))
+    assert spam / (spam + ham) > 0.7
+
+
+def test_alpha_zero_is_maximum_likelihood():
+    model, _vocabulary = toy(alpha=0.0)
+    expected = model.token_counts / model.token_counts.sum(axis=1, keepdims=True)
+    with np.errstate(divide="ignore"):
+        assert np.allclose(np.exp(model.feature_log_prob()), expected)
+    assert np.allclose(np.exp(model.class_log_prior()), [0.5, 0.5])
+
+
+def test_large_alpha_tends_to_uniform():
+    model, vocabulary = toy(alpha=1e9)
+    assert np.allclose(np.exp(model.feature_log_prob()), 1 / len(vocabulary))
+    # With every word equally likely in both classes, only the prior is left.
+    assert spam_probability(model, vocabulary, "cheap pills buy") == pytest.approx(0.5, abs=1e-6)
+
+
+def test_prior_follows_class_counts():
+    vocabulary = Vocabulary()
+    X = count_matrix([["a"], ["a"], ["a"], ["b"]], vocabulary, grow=True)
+    model = NaiveBayes(alpha=1.0).fit(X, ["spam", "spam", "spam", "ham"])
+    assert np.exp(model.class_log_prior()) == pytest.approx([0.75, 0.25])
+    # A message with no known word gets the prior back.
+    proba = model.predict_proba(vector(vocabulary, "unknown words"))[0]
+    assert list(proba) == pytest.approx([0.75, 0.25])
+
+
+@pytest.mark.parametrize("event_model", EVENT_MODELS)
+def test_long_messages_do_not_underflow(event_model):
+    model, vocabulary = toy(event_model=event_model)
+    text = " ".join(["cheap pills offer buy"] * 5000)
+    # The product of 20,000 probabilities below 1/10 is far below the smallest double.
+    assert math.prod([4 / 14] * 20000) == 0.0
+    proba = model.predict_proba(vector(vocabulary, text))
+    assert np.isfinite(proba).all()
+    assert proba.sum() == pytest.approx(1.0)
+    log_odds = model.log_odds(vector(vocabulary, text), "spam")
+    assert np.isfinite(log_odds).all()
+    # Multinomial evidence grows with every occurrence; Bernoulli counts presence once.
+    assert log_odds[0] > (100 if event_model == "multinomial" else 1)
+
+
+@pytest.mark.parametrize("event_model", EVENT_MODELS)
+def test_training_in_pieces_equals_training_at_once(event_model):
+    rng = np.random.default_rng(1)
+    documents = [[f"w{i}" for i in rng.integers(0, 40, size=12)] for _ in range(30)]
+    labels = [["spam", "ham", "other"][i % 3] for i in range(30)]
+    whole_vocabulary = Vocabulary()
+    whole = NaiveBayes(event_model=event_model).fit(
+        count_matrix(documents, whole_vocabulary, grow=True), labels
+    )
+    pieces_vocabulary = Vocabulary()
+    pieces = NaiveBayes(event_model=event_model)
+    for start in range(0, 30, 7):
+        chunk = documents[start : start + 7]
+        pieces.add_counts(
+            count_matrix(chunk, pieces_vocabulary, grow=True), labels[start : start + 7]
+        )
+    assert pieces_vocabulary.tokens == whole_vocabulary.tokens
+    assert pieces.classes == whole.classes
+    assert np.array_equal(pieces.token_counts, whole.token_counts)
+    assert np.array_equal(pieces.doc_counts, whole.doc_counts)
+    X = count_matrix(documents, whole_vocabulary, grow=False)
+    assert np.allclose(pieces.predict_proba(X), whole.predict_proba(X))
+
+
+def test_removing_counts_undoes_adding():
+    model, vocabulary = toy()
+    before = model.token_counts.copy(), model.class_counts.copy()
+    extra = count_matrix([["cheap", "offer"]], vocabulary, grow=False)
+    model.add_counts(extra, ["spam"])
+    model.add_counts(extra, ["spam"], sign=-1)
+    assert np.array_equal(model.token_counts, before[0])
+    assert np.array_equal(model.class_counts, before[1])
+
+
+def test_three_classes():
+    vocabulary = Vocabulary()
+    docs = [["viagra", "cheap"], ["meeting", "agenda"], ["newsletter", "unsubscribe"]] * 3
+    labels = ["spam", "ham", "lists"] * 3
+    for event_model in EVENT_MODELS:
+        model = NaiveBayes(event_model=event_model).fit(
+            count_matrix(docs, vocabulary, grow=True), labels
+        )
+        X = count_matrix(
+            [["newsletter"], ["viagra"], ["agenda", "meeting"]], vocabulary, grow=False
+        )
+        assert model.predict(X) == ["lists", "spam", "ham"]
+        assert np.allclose(model.predict_proba(X).sum(axis=1), 1.0)
+
+
+def test_min_count_ignores_rare_tokens():
+    model, vocabulary = toy(min_count=2)
+    # Only cheap (4) and today (3) occur twice or more; everything else carries no weight.
+    assert model.active_features().sum() == 2
+    with_rare = spam_probability(model, vocabulary, "cheap pills buy")
+    assert with_rare == pytest.approx(spam_probability(model, vocabulary, "cheap"))
+    # The denominator counts active tokens only: P(cheap|spam) = (3+1)/(3+2).
+    column = vocabulary.index["cheap"]
+    assert math.exp(model.feature_log_prob()[0, column]) == pytest.approx(4 / 5)
+
+
+def test_log_odds_ratios():
+    model, vocabulary = toy()
+    ratios = model.log_odds_ratios("spam", "ham")
+    column = vocabulary.index["cheap"]
+    assert ratios[column] == pytest.approx(math.log((4 / 14) / (2 / 15)))
+
+
+def test_state_round_trip():
+    model, vocabulary = toy(event_model="bernoulli", alpha=0.5, min_count=2)
+    copy = NaiveBayes.from_state(model.to_state())
+    X = vector(vocabulary, "cheap today lunch")
+    assert np.array_equal(copy.predict_proba(X), model.predict_proba(X))
+
+
+def test_invalid_settings_are_refused():
+    with pytest.raises(ValueError, match="event model"):
+        NaiveBayes(event_model="gaussian")
+    with pytest.raises(ValueError, match="alpha"):
+        NaiveBayes(alpha=-1)

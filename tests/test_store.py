@@ -1,0 +1,142 @@
+"""The model file: round trip, atomic writes, and clear errors for bad files."""
+
+from __future__ import annotations
+
+import pickle
+
+import joblib
+import numpy as np
+import pytest
+
+from spamnb import __version__
+from spamnb.filter import SpamFilter
+from spamnb.store import (
+    FORMAT_VERSION,
+    ModelFileError,
+    default_model_path,
+    load,
+    save,
+    to_payload,
+)
+from spamnb.tokens import TokenizerSettings
+
+SPAM_MAIL = [
+    b"Subject: cheap pills\n\nbuy cheap pills online now",
+    b"Subject: you won\n\nclaim your prize money now",
+]
+HAM_MAIL = [
+    b"Subject: meeting\n\nagenda for the project meeting on monday",
+    b"Subject: lunch\n\nlunch with the team on friday",
+]
+
+
+@pytest.fixture
+def trained() -> SpamFilter:
+    spam_filter = SpamFilter(settings=TokenizerSettings(max_word_length=15))
+    spam_filter.train(SPAM_MAIL + HAM_MAIL, ["spam"] * 2 + ["ham"] * 2)
+    return spam_filter
+
+
+def test_round_trip_keeps_counts_vocabulary_and_settings(tmp_path, trained):
+    path = tmp_path / "model.joblib"
+    size = save(trained, path)
+    assert size == path.stat().st_size > 0
+    loaded = load(path)
+    assert loaded.vocabulary.tokens == trained.vocabulary.tokens
+    assert loaded.classes == trained.classes
+    assert np.array_equal(loaded.model.token_counts, trained.model.token_counts)
+    assert np.array_equal(loaded.model.doc_counts, trained.model.doc_counts)
+    assert loaded.settings == trained.settings
+    assert loaded.written_by == __version__
+    tokens = loaded.tokenize([b"Subject: cheap\n\nclaim cheap pills"])
+    assert np.allclose(loaded.score_tokens(tokens)[0], trained.score_tokens(tokens)[0])
+
+
+def test_save_creates_directories_and_leaves_no_temporary_files(tmp_path, trained):
+    path = tmp_path / "a" / "b" / "model.joblib"
+    save(trained, path)
+    save(trained, path)
+    assert [p.name for p in path.parent.iterdir()] == ["model.joblib"]
+
+
+def test_failed_write_keeps_the_old_model(tmp_path, trained, monkeypatch):
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+    before = path.read_bytes()
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(joblib, "dump", full_disk)
+    with pytest.raises(ModelFileError, match="No space left"):
+        save(trained, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["model.joblib"]
+
+
+def test_missing_model_says_how_to_make_one(tmp_path):
+    with pytest.raises(ModelFileError, match="spamnb train"):
+        load(tmp_path / "nothing.joblib")
+
+
+def test_directory_is_not_a_model(tmp_path):
+    with pytest.raises(ModelFileError, match="directory"):
+        load(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"not a model at all\n", b"\x80\x04\x95garbage", b"\x00" * 100],
+    ids=["empty", "text", "broken-pickle", "zeros"],
+)
+def test_foreign_bytes_are_refused_in_one_line(tmp_path, content):
+    path = tmp_path / "model.joblib"
+    path.write_bytes(content)
+    with pytest.raises(ModelFileError) as caught:
+        load(path)
+    assert "\n" not in str(caught.value) and str(path) in str(caught.value)
+
+
+def test_truncated_model_is_refused(tmp_path, trained):
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+    data = path.read_bytes()
+    for cut in (1, len(data) // 3, len(data) // 2, len(data) - 1):
+        path.write_bytes(data[:cut])
+        with pytest.raises(ModelFileError):
+            load(path)
+
+
+def test_other_pickles_are_refused(tmp_path):
+    path = tmp_path / "model.joblib"
+    joblib.dump({"some": "other program's data"}, path)
+    with pytest.raises(ModelFileError, match="not a spamnb model"):
+        load(path)
+    path.write_bytes(pickle.dumps([1, 2, 3]))
+    with pytest.raises(ModelFileError, match="not a spamnb model"):
+        load(path)
+
+
+def test_newer_format_is_refused_with_upgrade_advice(tmp_path, trained):
+    path = tmp_path / "model.joblib"
+    payload = to_payload(trained)
+    payload["format_version"] = FORMAT_VERSION + 1
+    joblib.dump(payload, path)
+    with pytest.raises(ModelFileError, match="upgrade spamnb"):
+        load(path)
+
+
+def test_damaged_payload_is_refused(tmp_path, trained):
+    path = tmp_path / "model.joblib"
+    payload = to_payload(trained)
+    payload["vocabulary"] = payload["vocabulary"][:-1]
+    joblib.dump(payload, path)
+    with pytest.raises(ModelFileError, match="damaged"):
+        load(path)
+
+
+def test_default_model_path(tmp_path):
+    assert default_model_path({"SPAMNB_MODEL": "/x/m.joblib"}).as_posix() == "/x/m.joblib"
+    xdg = default_model_path({"XDG_DATA_HOME": str(tmp_path)})
+    assert xdg == tmp_path / "spamnb" / "model.joblib"
+    assert default_model_path({}).parts[-4:] == (".local", "share", "spamnb", "model.joblib")

@@ -1,0 +1,254 @@
+"""The tokenizer on tricky messages: encodings, charsets, HTML, broken headers."""
+
+from __future__ import annotations
+
+import base64
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spamnb.tokens import TokenizerSettings, tokenize
+
+
+def message(headers: str, body: bytes | str, newline: str = "\n") -> bytes:
+    head = headers.strip("\n").replace("\n", newline)
+    if isinstance(body, str):
+        body = body.encode("utf-8")
+    return (head + newline + newline).encode("ascii") + body
+
+
+def test_plain_message_words_and_headers():
+    data = message(
+        """From: Alice Example <alice@mail.example.com>
+To: bob@example.org, carol@example.org
+Subject: Lunch on Friday?
+Received: from mx1.example.com (mx1.example.com [192.0.2.17]) by mail.example.org
+X-Mailer: Mutt 2.2
+Content-Type: text/plain; charset=us-ascii""",
+        "Shall we meet at the usual place? I booked a table.\n",
+    )
+    tokens = tokenize(data)
+    for expected in (
+        "shall",
+        "meet",
+        "usual",
+        "place",
+        "booked",
+        "table",
+        "subject:lunch",
+        "subject:friday",
+        "from:addr:alice@mail.example.com",
+        "from:domain:example.com",
+        "from:name:alice",
+        "to:count:2",
+        "to:domain:example.org",
+        "received:192.0.2",
+        "received:mx1.example.com",
+        "received:example.com",
+        "x-mailer:mutt 2.2",
+        "content-type:text/plain",
+        "header:x-mailer",
+    ):
+        assert expected in tokens
+    # Two-letter words are dropped; edge punctuation is stripped.
+    assert "we" not in tokens and "place?" not in tokens
+
+
+def test_case_is_folded_on_unicode_letters():
+    data = message(
+        "Subject: x\nContent-Type: text/plain; charset=utf-8", "Straße ÉTÉ Ünïcode".encode()
+    )
+    tokens = tokenize(data)
+    assert "strasse" in tokens
+    assert "été" in tokens and "ünïcode" in tokens
+
+
+def test_base64_and_quoted_printable_parts_are_decoded():
+    b64 = base64.b64encode(b"Lucky winner, claim your prize now").decode()
+    data = message(
+        """Subject: two parts
+MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="XX\"""",
+        f"""--XX
+Content-Type: text/plain; charset=us-ascii
+Content-Transfer-Encoding: base64
+
+{b64}
+--XX
+Content-Type: text/plain; charset=iso-8859-1
+Content-Transfer-Encoding: quoted-printable
+
+Le caf=E9 est ferm=E9 aujourd'hui, pas de r=E9uni=
+on demain.
+--XX--
+""",
+    )
+    tokens = tokenize(data)
+    assert {"lucky", "winner", "claim", "prize"} <= set(tokens)
+    assert {"café", "fermé", "réunion"} <= set(tokens)
+    assert "encoding:base64" in tokens and "encoding:quoted-printable" in tokens
+    assert "charset:iso-8859-1" in tokens
+
+
+def test_non_utf8_charsets_decode_with_their_declared_codec():
+    text = "Дешёвые часы только сегодня"
+    data = message(
+        "Subject: x\nContent-Type: text/plain; charset=koi8-r\nContent-Transfer-Encoding: 8bit",
+        text.encode("koi8-r"),
+    )
+    tokens = tokenize(data)
+    assert "дешёвые" in tokens and "сегодня" in tokens
+
+
+def test_unknown_and_lying_charsets_do_not_crash():
+    unknown = message(
+        "Subject: x\nContent-Type: text/plain; charset=x-no-such-charset",
+        b"plain words survive",
+    )
+    tokens = tokenize(unknown)
+    assert "charset:unknown" in tokens and "survive" in tokens
+    lying = message(
+        "Subject: x\nContent-Type: text/plain; charset=utf-8", "déjà vu".encode("latin-1")
+    )
+    tokens = tokenize(lying)
+    assert "charset:lying" in tokens and "déjà" in tokens
+
+
+def test_encoded_word_subjects_are_decoded():
+    data = message(
+        "Subject: =?utf-8?B?RnJlZSBtb25leSDigqwxMDAw?= and =?iso-8859-1?Q?r=E9ponse?=\n"
+        "Content-Type: text/plain",
+        "body",
+    )
+    tokens = tokenize(data)
+    assert "subject:free" in tokens and "subject:money" in tokens
+    assert "subject:réponse" in tokens and "subject:money:1e3" in tokens
+
+
+def test_html_tags_are_not_words_but_link_hosts_are_tokens():
+    data = message(
+        "Subject: offer\nContent-Type: text/html; charset=us-ascii",
+        """<html><head><style>p {color: red}</style><script>var tracking = 1;</script></head>
+<body><p><font size=3>Click&nbsp;<a href="http://Deals.Cheap-Pills.example/buy?id=77">here</a>
+for fun&amp;games watches</font></p><img src="https://198.51.100.9/pixel.gif"></body></html>""",
+    )
+    tokens = tokenize(data)
+    assert {"click", "here", "fun&games", "watches"} <= set(tokens)
+    for markup in ("font", "html", "body", "href", "color", "tracking", "nbsp"):
+        assert markup not in tokens
+    assert "url:deals.cheap-pills.example" in tokens
+    assert "url:cheap-pills.example" in tokens
+    assert "urlpath:buy" in tokens
+    assert "url:ip" in tokens
+
+
+def test_plain_text_urls_become_host_tokens():
+    data = message("Subject: x", "see https://www.example.net/login/verify and www.other.test")
+    tokens = tokenize(data)
+    assert "url:www.example.net" in tokens and "url:example.net" in tokens
+    assert "urlpath:verify" in tokens
+    assert "url:other.test" in tokens
+
+
+def test_long_words_become_skip_tokens():
+    data = message("Subject: x", "a supercalifragilisticexpialidocious word")
+    tokens = tokenize(data)
+    assert "skip:s 30" in tokens
+    assert "supercalifragilisticexpialidocious" not in tokens
+    longer = tokenize(data, TokenizerSettings(max_word_length=40))
+    assert "supercalifragilisticexpialidocious" in longer
+
+
+def test_money_and_shouting_patterns():
+    data = message(
+        "Subject: x\nContent-Type: text/plain; charset=utf-8",
+        "YOU HAVE WON $1,000,000 and another USD 250 today. CLAIM NOW before "
+        "the offer expires, only €49.99 for processing the transfer to you.",
+    )
+    tokens = tokenize(data)
+    assert "money:1e6" in tokens and "money:1e2" in tokens and "money:1e1" in tokens
+    assert "caps:claim" in tokens and "caps:you" in tokens
+    assert any(t.startswith("capsratio:") for t in tokens)
+
+
+def test_attachments_give_type_and_extension_not_content():
+    payload = base64.b64encode(b"MZ\x90\x00" + b"binaryjunk" * 50).decode()
+    data = message(
+        """Subject: invoice
+MIME-Version: 1.0
+Content-Type: multipart/mixed; boundary="B\"""",
+        f"""--B
+Content-Type: text/plain
+
+Please see the attached invoice.
+--B
+Content-Type: application/octet-stream; name="invoice.pdf.exe"
+Content-Disposition: attachment; filename="invoice.pdf.exe"
+Content-Transfer-Encoding: base64
+
+{payload}
+--B--
+""",
+    )
+    tokens = tokenize(data)
+    assert "filename:ext:exe" in tokens
+    assert "attachment:application/octet-stream" in tokens
+    assert "binaryjunk" not in " ".join(tokens)
+
+
+def test_broken_headers_give_defect_tokens_not_exceptions():
+    data = b"From: someone@example.com\nThis line has no colon\nSubject: hi\n\nbody text here\n"
+    tokens = tokenize(data)
+    assert any(t.startswith("defect:") for t in tokens)
+    assert "text" in tokens or "here" in tokens
+
+
+def test_crlf_and_lf_give_the_same_tokens():
+    headers = "Subject: same words\nContent-Type: text/plain"
+    body = "identical content in both\nsecond line"
+    assert tokenize(message(headers, body)) == tokenize(
+        message(headers, body.replace("\n", "\r\n"), newline="\r\n")
+    )
+
+
+def test_mbox_from_line_is_not_a_header():
+    data = b"From alice@example.com Mon Jan  1 00:00:00 2024\nSubject: hello there\n\nbody\n"
+    tokens = tokenize(data)
+    assert "subject:hello" in tokens
+    assert not any(t.startswith("defect:") for t in tokens)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=2000))
+def test_any_bytes_give_a_token_list_deterministically(data):
+    tokens = tokenize(data)
+    assert isinstance(tokens, list) and all(isinstance(t, str) for t in tokens)
+    assert tokenize(data) == tokens
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                b"Content-Type: multipart/mixed; boundary=x\n",
+                b'Content-Type: text/html; charset="\xff\xfe"\n',
+                b"Content-Transfer-Encoding: base64\n",
+                b"Content-Transfer-Encoding: quoted-printable\n",
+                b"Subject: =?utf-8?B?broken?=\n",
+                b"Subject: =?x-bogus?Q?=FF=FE?=\n",
+                b"\n",
+                b"--x\n",
+                b"--x--\n",
+                b"<a href='http://[::1'>x</a>\n",
+                b"=\n",
+                b"====\n",
+                b"\x00\x01\x02\n",
+                b"words and more words\n",
+            ]
+        ),
+        max_size=30,
+    )
+)
+def test_hostile_mime_fragments_never_raise(lines):
+    assert isinstance(tokenize(b"".join(lines)), list)
