@@ -141,12 +141,12 @@ def reader_options(func: Callable) -> Callable:
 
 
 def labelled_path_options(func: Callable) -> Callable:
-    for option, help_text in (
-        ("--label", "NAME=PATH: messages of class NAME (for models with other classes)."),
-        ("--ham", "Good mail: message files, directories, mbox, Maildir or MH ('-': stdin)."),
-        ("--spam", "Spam: message files, directories, mbox, Maildir or MH ('-': stdin)."),
+    for option, metavar, help_text in (
+        ("--label", "NAME=PATH...", "Messages of class NAME, for models with other classes."),
+        ("--ham", "PATH...", "Good mail: files, directories, mbox, Maildir or MH ('-': stdin)."),
+        ("--spam", "PATH...", "Spam: files, directories, mbox, Maildir or MH ('-': stdin)."),
     ):
-        func = click.option(option, multiple=True, metavar="PATH...", help=help_text)(func)
+        func = click.option(option, multiple=True, metavar=metavar, help=help_text)(func)
     return func
 
 
