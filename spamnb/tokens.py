@@ -310,7 +310,7 @@ def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> I
             yield "message-id:host:" + (host if _HOST_RE.fullmatch(host) else "other")
     # Which fields a message carries, and how many, tells mailing lists from bulk
     # mailers better than most of their values.
-    for field in set(names):
+    for field in dict.fromkeys(names):
         yield "header:" + field
     yield f"header-count:{min(len(names) // 5 * 5, 60)}"
     for defect in getattr(msg, "defects", ()):
