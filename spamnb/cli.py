@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,11 @@ def spread_multi_path_options(args: Sequence[str]) -> list[str]:
             current = arg
             out.append(arg)
             continue
+        flag, equals, _value = arg.partition("=")
+        if equals and flag in MULTI_PATH_OPTIONS:
+            current = flag
+            out.append(arg)
+            continue
         if current and (arg == "-" or not arg.startswith("-")):
             if out[-1] != current:
                 out.append(current)
@@ -89,7 +95,9 @@ def stderr_console() -> Console:
 def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
     """A progress bar on stderr when it is a terminal; otherwise silent."""
     console = stderr_console()
-    if not console.is_terminal or total < 50:
+    # Ask the stream itself: rich treats FORCE_COLOR as a terminal, and progress codes
+    # must never end up in a redirected log.
+    if not sys.stderr.isatty() or total < 50:
         yield lambda n=1: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -119,7 +127,7 @@ def model_option(func: Callable) -> Callable:
         "-m",
         "--model",
         "model_path",
-        type=click.Path(dir_okay=False, path_type=Path),
+        type=click.Path(path_type=Path),
         help="Model file [default: $SPAMNB_MODEL, else $XDG_DATA_HOME/spamnb/model.joblib].",
     )(func)
 
@@ -155,6 +163,14 @@ def labelled_path_options(func: Callable) -> Callable:
 EVENT_MODELS = ("multinomial", "bernoulli")
 
 
+def _finite_alpha(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    # k=0 is the unsmoothed MLE, where one word unseen in a class vetoes it outright:
+    # no use for filtering mail, so the CLI asks for k > 0 (the library allows 0).
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number")
+    return value
+
+
 def scoring_options(func: Callable) -> Callable:
     func = click.option(
         "--min-count",
@@ -163,8 +179,9 @@ def scoring_options(func: Callable) -> Callable:
     )(func)
     func = click.option(
         "--alpha",
-        type=click.FloatRange(min=0),
-        help="Smoothing strength k: 1 is Laplace, below 1 Lidstone [model's: 1].",
+        type=click.FloatRange(min=0, max=1e6, min_open=True),
+        callback=_finite_alpha,
+        help="Smoothing strength k > 0: 1 is Laplace, below 1 Lidstone [model's: 1].",
     )(func)
     return click.option(
         "--event-model",
@@ -190,12 +207,19 @@ def resolve_model_path(model_path: Path | None) -> Path:
 
 def load_filter(model_path: Path | None) -> tuple[SpamFilter, Path]:
     from .store import ModelFileError, load
+    from .tokens import TOKENIZER_VERSION
 
     path = resolve_model_path(model_path)
     try:
-        return load(path), path
+        spam_filter = load(path)
     except ModelFileError as exc:
         raise fail(str(exc)) from None
+    if spam_filter.settings.version != TOKENIZER_VERSION:
+        warn(
+            f"{path} was trained with tokenizer {spam_filter.settings.version}, this spamnb "
+            f"tokenizes with {TOKENIZER_VERSION}; retrain it with --new for full accuracy"
+        )
+    return spam_filter, path
 
 
 def labelled_sources(
@@ -206,57 +230,78 @@ def labelled_sources(
     pairs = [(SPAM, path) for path in spam] + [(HAM, path) for path in ham]
     for item in label:
         name, sep, path = item.partition("=")
-        if not sep or not name.strip() or not path:
+        name = name.strip()
+        if not sep or not name or not path:
             raise fail(f"--label expects NAME=PATH, got {item!r}")
-        pairs.append((name.strip(), path))
-    if sum(path == "-" for _, path in pairs) > 1:
-        raise fail("standard input ('-') can be given only once")
+        if not name.isprintable():
+            raise fail(f"--label names must be printable text, got {name!r}")
+        pairs.append((name, path))
+    check_stdin_once([path for _, path in pairs])
     return pairs
+
+
+def check_stdin_once(paths: Sequence[str]) -> None:
+    if sum(path == "-" for path in paths) > 1:
+        raise fail("standard input ('-') can be given only once")
+
+
+def message_identity(source: str) -> str:
+    """One name per stored message, however its path was spelt (for duplicates)."""
+    if source == "-" or os.path.exists(source):
+        return os.path.realpath(source) if source != "-" else source
+    path, _, key = source.rpartition(":")
+    return f"{os.path.realpath(path)}:{key}"
 
 
 def read_labelled(
     pairs: Sequence[tuple[str, str]], mail_format: str | None, recursive: bool
 ) -> tuple[list[MailItem], list[str]]:
+    """The messages under each labelled path, each stored message once."""
     from .mail import MailSourceError, iter_messages
 
     items: list[MailItem] = []
     labels: list[str] = []
     skipped: list[str] = []
-    stdin = sys.stdin.buffer
+    seen: dict[str, str] = {}
+    repeated = 0
     for label, path in pairs:
         try:
-            found = list(
-                iter_messages(
-                    path,
-                    mail_format,
-                    recursive=recursive,
-                    stdin=stdin,
-                    on_skip=lambda where, why: skipped.append(f"{where}: {why}"),
-                )
-            )
+            for item in iter_messages(
+                path,
+                mail_format,
+                recursive=recursive,
+                stdin=sys.stdin.buffer,
+                on_skip=lambda where, why: skipped.append(f"{where}: {why}"),
+            ):
+                identity = message_identity(item.source)
+                if identity in seen:
+                    if seen[identity] != label:
+                        raise fail(f"{item.source} is given as both {seen[identity]} and {label}")
+                    repeated += 1
+                    continue
+                seen[identity] = label
+                items.append(item)
+                labels.append(label)
         except MailSourceError as exc:
-            raise fail(str(exc)) from None
-        items.extend(found)
-        labels.extend([label] * len(found))
+            note = f" ({len(skipped):,} files skipped as not mail)" if skipped else ""
+            raise fail(f"{exc}{note}") from None
     if skipped:
-        stderr_console().print(
-            f"Skipped {len(skipped):,} files that are not mail, e.g. {skipped[0]}",
-            markup=False,
-        )
+        warn(f"skipped {len(skipped):,} files that are not mail, e.g. {skipped[0]}")
+    if repeated:
+        warn(f"read {repeated:,} messages more than once (overlapping paths); counted once")
     return items, labels
+
+
+def warn(message: str) -> None:
+    """One line on stderr, never wrapped, so scripts can grep it."""
+    click.echo(f"Warning: {' '.join(message.split())}", err=True)
 
 
 def tokenize_with_progress(
     spam_filter: SpamFilter, items: Sequence[MailItem], description: str
 ) -> list[list[str]]:
-    from .tokens import tokenize
-
-    token_lists = []
     with progress_bar(description, len(items)) as advance:
-        for item in items:
-            token_lists.append(tokenize(item.data, spam_filter.settings))
-            advance(1)
-    return token_lists
+        return spam_filter.tokenize([item.data for item in items], on_each=advance)
 
 
 def apply_scoring_options(
@@ -272,7 +317,18 @@ def apply_scoring_options(
 
 
 def print_json(data: Any) -> None:
-    click.echo(json.dumps(data, allow_nan=False))
+    click.echo(json.dumps(finite_or_null(data), allow_nan=False))
+
+
+def finite_or_null(data: Any) -> Any:
+    """JSON has no infinities or NaN: an unsmoothed model's certainty becomes null."""
+    if isinstance(data, float):
+        return data if math.isfinite(data) else None
+    if isinstance(data, dict):
+        return {key: finite_or_null(value) for key, value in data.items()}
+    if isinstance(data, list | tuple):
+        return [finite_or_null(value) for value in data]
+    return data
 
 
 # ---------------------------------------------------------------------------
@@ -373,42 +429,36 @@ def classify(
     standard input ('-').  The probability is that of the class 'spam' (for models
     without one, that of the predicted class).
     """
+    from .mail import display_source, message_id
+
     spam_filter, _ = load_filter(model_path)
     if len(spam_filter.classes) < 2:
         raise fail(f"the model knows only {spam_filter.classes}; train at least two classes")
     apply_scoring_options(spam_filter, event_model, alpha, min_count)
+    check_stdin_once(paths)
     items, _ = read_labelled([("", p) for p in paths], mail_format, recursive)
     token_lists = tokenize_with_progress(spam_filter, items, "Classifying")
     proba, log_odds = spam_filter.score_tokens(token_lists)
+    predicted = spam_filter.predict_labels(proba)
     positive = spam_filter.positive_class()
     classes = spam_filter.classes
     for row, item in enumerate(items):
-        best = int(proba[row].argmax())
-        shown = proba[row, classes.index(positive)] if positive else proba[row, best]
-        where = item.source if item.source != "-" else (message_id(item.data) or "-")
+        label = predicted[row]
+        shown = proba[row, classes.index(positive if positive else label)]
+        identifier = message_id(item.data) if item.source == "-" else None
+        where = identifier or display_source(item.source)
         if as_json:
             record = {
                 "source": item.source,
                 "message_id": message_id(item.data),
-                "label": classes[best],
+                "label": label,
                 "spam_probability": float(shown) if positive else None,
                 "probabilities": {c: float(p) for c, p in zip(classes, proba[row], strict=True)},
                 "log_odds": float(log_odds[row]) if log_odds is not None else None,
             }
             print_json(record)
         else:
-            click.echo(f"{classes[best]}\t{shown:.4f}\t{where}")
-
-
-def message_id(data: bytes) -> str | None:
-    from email.parser import BytesHeaderParser
-    from email.policy import compat32
-
-    try:
-        value = BytesHeaderParser(policy=compat32).parsebytes(data).get("message-id")
-    except Exception:  # noqa: BLE001 - a broken header block has no usable id
-        return None
-    return " ".join(str(value).split()) if value else None
+            click.echo(f"{label}\t{shown:.4f}\t{where}")
 
 
 @main.command(cls=MultiPathCommand)
@@ -421,7 +471,9 @@ def message_id(data: bytes) -> str | None:
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
     help="Split the mail (stratified), train a new model on the rest, test on this share.",
 )
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the split.")
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the split."
+)
 @json_option
 def evaluate(
     model_path: Path | None,
@@ -443,8 +495,6 @@ def evaluate(
     mail, trains a new model on one part and reports on the other, never looking at
     the test part while training.
     """
-    import numpy as np
-
     from .filter import SpamFilter
     from .scores import evaluation_report, stratified_split
 
@@ -453,12 +503,18 @@ def evaluate(
         raise fail("give labelled mail: --spam PATH..., --ham PATH...")
     if test_size is not None and model_path is not None:
         raise fail("--test-size trains its own model; leave out -m/--model")
-    items, labels = read_labelled(pairs, mail_format, recursive)
     if test_size is None:
+        # Load the model before reading any mail: a wrong -m should fail at once.
         spam_filter, path = load_filter(model_path)
         apply_scoring_options(spam_filter, event_model, alpha, min_count)
+    items, labels = read_labelled(pairs, mail_format, recursive)
+    if test_size is None:
         test_tokens = tokenize_with_progress(spam_filter, items, "Scoring")
-        test_labels, train_labels = labels, None
+        test_labels = labels
+        # A trained model keeps counts, not labels: its class counts give the baseline.
+        train_counts: Mapping[str, int] | Sequence[str] = dict(
+            zip(spam_filter.classes, map(int, spam_filter.model.class_counts), strict=True)
+        )
         protocol = {
             "mode": "model",
             "model": str(path),
@@ -473,12 +529,10 @@ def evaluate(
         except ValueError as exc:
             raise fail(str(exc)) from None
         token_lists = tokenize_with_progress(spam_filter, items, "Reading")
-        spam_filter.train_tokens(
-            [token_lists[i] for i in train_idx], [labels[i] for i in train_idx]
-        )
+        train_counts = [labels[i] for i in train_idx]
+        spam_filter.train_tokens([token_lists[i] for i in train_idx], train_counts)
         test_tokens = [token_lists[i] for i in test_idx]
         test_labels = [labels[i] for i in test_idx]
-        train_labels = [labels[i] for i in train_idx]
         protocol = {
             "mode": "split",
             "test_size": test_size,
@@ -492,21 +546,20 @@ def evaluate(
     unknown = sorted(set(test_labels) - set(spam_filter.classes))
     if unknown:
         raise fail(f"the model has no class {unknown[0]!r}; it knows {spam_filter.classes}")
+    if len(spam_filter.classes) < 2:
+        raise fail(f"the model knows only {spam_filter.classes}; evaluate needs two classes")
     proba, log_odds = spam_filter.score_tokens(test_tokens)
-    if train_labels is None:
-        # A trained model's own training labels are gone; its class counts stand in for them.
-        counts = spam_filter.model.class_counts
-        train_labels = [
-            c for c, n in zip(spam_filter.classes, counts, strict=True) for _ in range(int(n))
-        ]
-    report = evaluation_report(
-        test_labels,
-        np.asarray(proba),
-        spam_filter.classes,
-        train_labels,
-        positive=spam_filter.positive_class(),
-        scores=log_odds,
-    )
+    try:
+        report = evaluation_report(
+            test_labels,
+            proba,
+            spam_filter.classes,
+            train_counts,
+            positive=spam_filter.positive_class(),
+            scores=log_odds,
+        )
+    except ValueError as exc:
+        raise fail(f"cannot evaluate: {exc}") from None
     model = spam_filter.model
     protocol.update(
         description=description,
@@ -595,6 +648,7 @@ def info(model_path: Path | None, as_json: bool) -> None:
             c: int(n) for c, n in zip(spam_filter.classes, model.class_counts, strict=True)
         },
         "vocabulary": len(spam_filter.vocabulary),
+        "tokenizer_version": spam_filter.settings.version,
         "event_model": model.event_model,
         "alpha": model.alpha,
         "min_count": model.min_count,

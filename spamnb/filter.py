@@ -6,7 +6,7 @@ so the CLI and the evaluation code never have to keep them in step themselves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
@@ -16,6 +16,7 @@ import scipy.sparse as sp
 from . import __version__
 from .counts import Vocabulary, count_matrix
 from .model import NaiveBayes
+from .scores import predicted_columns
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
 
 __all__ = ["HAM", "SPAM", "SpamFilter"]
@@ -42,8 +43,16 @@ class SpamFilter:
     def classes(self) -> list[str]:
         return self.model.classes
 
-    def tokenize(self, messages: Sequence[bytes]) -> list[list[str]]:
-        return [tokenize(data, self.settings) for data in messages]
+    def tokenize(
+        self, messages: Sequence[bytes], on_each: Callable[[int], None] | None = None
+    ) -> list[list[str]]:
+        """Token lists of raw messages; ``on_each(1)`` is called after each (progress)."""
+        token_lists = []
+        for data in messages:
+            token_lists.append(tokenize(data, self.settings))
+            if on_each is not None:
+                on_each(1)
+        return token_lists
 
     def train_tokens(self, token_lists: Sequence[Sequence[str]], labels: Sequence[str]) -> None:
         """Add the counts of already tokenized messages (lets evaluation tokenize once)."""
@@ -65,11 +74,17 @@ class SpamFilter:
         self, token_lists: Sequence[Sequence[str]]
     ) -> tuple[np.ndarray, np.ndarray | None]:
         """Class probabilities (n, classes) and, with a spam class, spam log-odds (n,)."""
-        X = self.vectorise(token_lists)
-        proba = self.model.predict_proba(X)
+        jll = self.model.joint_log_likelihood(self.vectorise(token_lists))
+        proba = np.exp(self.model.normalise(jll))
         positive = self.positive_class()
-        log_odds = self.model.log_odds(X, positive) if positive and len(self.classes) > 1 else None
-        return proba, log_odds
+        if positive is None or len(self.classes) < 2:
+            return proba, None
+        return proba, self.model.log_odds_from_jll(jll, positive)
+
+    def predict_labels(self, proba: np.ndarray) -> list[str]:
+        """The most probable class of each row; exact ties never go to spam."""
+        columns = predicted_columns(proba, self.classes, self.positive_class())
+        return [self.classes[c] for c in columns]
 
     def top_odds(
         self, positive: str, negative: str, n: int, min_count: int = 1
@@ -83,7 +98,9 @@ class SpamFilter:
             if label not in self.classes:
                 raise ValueError(f"the model has no class {label!r} (it has {self.classes})")
         ratios = self.model.log_odds_ratios(positive, negative)
-        eligible = np.flatnonzero(self.model.token_counts.sum(axis=0) >= min_count)
+        # Tokens the model ignores (below its own min_count) are no evidence at all.
+        seen_enough = self.model.token_counts.sum(axis=0) >= min_count
+        eligible = np.flatnonzero(seen_enough & self.model.active_features())
         order = eligible[np.argsort(ratios[eligible], kind="stable")]
 
         def rows(columns: np.ndarray, sign: float) -> list[dict]:

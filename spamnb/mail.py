@@ -38,7 +38,8 @@ Supported sources and how a PATH is recognised when no format is forced
     message read from standard input.
 
 The PATH ``-`` always means standard input; a file of that name can be given as
-``./-``.
+``./-``. Folders reached through symbolic links are followed, but each real
+folder is read once, so a link loop or a second link cannot repeat messages.
 
 Inside a folder or mbox, messages that do not look like mail are left out and
 reported through ``on_skip(source, reason)``; given directly as PATH, such a file
@@ -53,7 +54,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -74,8 +75,16 @@ _NEXT_ENVELOPE = re.compile(
 # Longest line the envelope pattern may need across a chunk boundary, plus slack;
 # real envelope lines are well under 100 bytes.
 _SCAN_OVERLAP = 512
+# The blank line that ends a header block (LF or CRLF line ends).
+_HEADER_END = re.compile(rb"\n\r?\n")
+# Control characters (Unicode category Cc) that are not whitespace. Whitespace ones
+# (tab, CR, LF, ...) are left to str.split(), because in a folded header they
+# separate words and must become a space rather than vanish.
+_NON_SPACE_CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x84\x86-\x9f]")
 
 SkipHandler = Callable[[str, str], None]
+# A directory's identity regardless of the path (or symbolic link) it was reached by.
+_FolderKey = tuple[int, int]
 
 
 class MailSourceError(Exception):
@@ -91,12 +100,55 @@ class MailItem:
     data: bytes
 
 
+def display_source(source: str) -> str:
+    """``source`` as it should be printed in one field of tab-separated output.
+
+    Unchanged when every character is printable; otherwise (a control character
+    such as a newline or tab, a Unicode separator or format character, or an
+    undecodable byte kept as a surrogate escape) its ``repr()``.
+    """
+    # A file name may hold any byte but "/" and NUL. repr() keeps the field on one
+    # line, escapes what a terminal would act on, and makes the printed text
+    # encodable even when the name was not valid in the file-system encoding.
+    return source if source.isprintable() else repr(source)
+
+
 def _show(path: str | os.PathLike[str]) -> str:
-    """The path as it should appear in a one-line message."""
-    text = os.fspath(path)
-    # A file name may hold a newline or undecodable bytes; repr() keeps the error
-    # message on one line and shows them unambiguously.
-    return text if text.isprintable() else repr(text)
+    """The path as it should appear in a one-line error message."""
+    return display_source(os.fspath(path))
+
+
+def message_id(data: bytes) -> str | None:
+    """The Message-ID header of the raw message ``data``, for printing on one line.
+
+    Whitespace runs (including header folding) become single spaces and other
+    control characters are dropped; 8-bit bytes in the value show as U+FFFD.
+    Returns None when the header is missing or empty, or when the header block
+    cannot be parsed. Never raises.
+    """
+    # Imported here so that importing this module stays cheap for callers that
+    # never need message IDs.
+    from email import policy
+    from email.parser import BytesHeaderParser
+
+    # Only the header block is parsed, so a large attachment costs nothing. Blank
+    # lines before the headers are allowed by _mail_problem, but the parser would
+    # take the first one as the end of an empty header block.
+    head = data.lstrip(b"\r\n")
+    end = _HEADER_END.search(head)
+    if end is not None:
+        head = head[: end.start() + 1]
+    try:
+        value = BytesHeaderParser(policy=policy.compat32).parsebytes(head).get("Message-ID")
+        if value is None:
+            return None
+        # compat32 hands back 8-bit values as an email.header.Header; str() of
+        # that, or a surrogate escape left in a plain value, must still print.
+        text = str(value).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except Exception:  # noqa: BLE001 - arbitrary input bytes; the contract is "never raise"
+        return None
+    text = " ".join(_NON_SPACE_CONTROL.sub("", text).split())
+    return text or None
 
 
 def _os_error(path: str | os.PathLike[str], exc: OSError) -> MailSourceError:
@@ -284,23 +336,8 @@ def iter_messages(
     if fmt == "mbox":
         return _expect_some(text, _iter_mbox(text, skip))
     if fmt == "maildir":
-        return _expect_some(text, _iter_maildir(text, recursive, skip))
-    return _expect_some(text, _iter_mh(text, recursive, skip))
-
-
-def read_all(
-    paths: Sequence[str | Path],
-    fmt: str | None = None,
-    *,
-    recursive: bool = False,
-    stdin: BinaryIO | None = None,
-    on_skip: SkipHandler | None = None,
-) -> list[MailItem]:
-    """All messages from all ``paths``, in the order given; see ``iter_messages``."""
-    items: list[MailItem] = []
-    for path in paths:
-        items.extend(iter_messages(path, fmt, recursive=recursive, stdin=stdin, on_skip=on_skip))
-    return items
+        return _expect_some(text, _iter_maildir(text, recursive, skip, set()))
+    return _expect_some(text, _iter_mh(text, recursive, skip, set()))
 
 
 def _ignore_skip(source: str, reason: str) -> None:
@@ -364,7 +401,13 @@ def _read_member(source: str, skip: SkipHandler) -> MailItem | None:
     """Read one message file inside a folder; None when it was skipped."""
     try:
         with open(source, "rb") as fh:
-            data = fh.read()
+            # Judge the file by its head before reading the rest, so that a large
+            # non-mail file in a folder (an archive, a disk image) is skipped
+            # without being loaded. _mail_problem looks at no more than this head,
+            # so the verdict is the same as for the whole file.
+            head = fh.read(_SNIFF_BYTES)
+            problem = _mail_problem(head)
+            rest = fh.read() if problem is None else b""
     except FileNotFoundError:
         # Mail clients move and delete files in live folders (new/ -> cur/ in a
         # Maildir) between our listing and the read; that is not worth failing over.
@@ -372,11 +415,23 @@ def _read_member(source: str, skip: SkipHandler) -> MailItem | None:
         return None
     except OSError as exc:
         raise _os_error(source, exc) from None
-    problem = _mail_problem(data)
     if problem is not None:
         skip(source, problem)
         return None
-    return MailItem(source, data)
+    return MailItem(source, head + rest if rest else head)
+
+
+def _first_visit(path: str, seen: set[_FolderKey]) -> bool:
+    """Record the real folder behind ``path``; False if it was already read."""
+    # Symbolic links to folders are followed, so a link loop (``ln -s . loop``) or
+    # a second link to the same folder must not repeat its messages or recurse
+    # forever.
+    st = _stat(path)
+    key = (st.st_dev, st.st_ino)
+    if key in seen:
+        return False
+    seen.add(key)
+    return True
 
 
 def _sorted_entries(path: str) -> list[os.DirEntry[str]]:
@@ -390,12 +445,9 @@ def _sorted_entries(path: str) -> list[os.DirEntry[str]]:
 
 
 def _iter_dir(root: str, skip: SkipHandler) -> Iterator[MailItem]:
-    # Symlinked directories are followed, but each real directory is read once, so a
-    # link loop or a second link to the same folder cannot repeat messages.
-    seen: set[tuple[int, int]] = set()
+    seen: set[_FolderKey] = set()
 
-    def walk(path: str, st: os.stat_result) -> Iterator[MailItem]:
-        seen.add((st.st_dev, st.st_ino))
+    def walk(path: str) -> Iterator[MailItem]:
         for entry in _sorted_entries(path):
             if entry.name.startswith("."):
                 continue
@@ -405,9 +457,8 @@ def _iter_dir(root: str, skip: SkipHandler) -> Iterator[MailItem]:
             except OSError as exc:
                 raise _os_error(entry.path, exc) from None
             if is_dir:
-                sub = _stat(entry.path)
-                if (sub.st_dev, sub.st_ino) not in seen:
-                    yield from walk(entry.path, sub)
+                if _first_visit(entry.path, seen):
+                    yield from walk(entry.path)
             elif is_file:
                 item = _read_member(entry.path, skip)
                 if item is not None:
@@ -417,10 +468,15 @@ def _iter_dir(root: str, skip: SkipHandler) -> Iterator[MailItem]:
             else:
                 skip(entry.path, "not a regular file")
 
-    yield from walk(root, _stat(root))
+    _first_visit(root, seen)
+    yield from walk(root)
 
 
-def _iter_maildir(root: str, recursive: bool, skip: SkipHandler) -> Iterator[MailItem]:
+def _iter_maildir(
+    root: str, recursive: bool, skip: SkipHandler, seen: set[_FolderKey]
+) -> Iterator[MailItem]:
+    if not _first_visit(root, seen):
+        return
     names: list[tuple[str, str]] = []
     for sub in ("cur", "new"):
         folder = os.path.join(root, sub)
@@ -438,7 +494,7 @@ def _iter_maildir(root: str, recursive: bool, skip: SkipHandler) -> Iterator[Mai
     if recursive:
         for entry in _sorted_entries(root):
             if entry.name.startswith(".") and _is_maildir(entry.path):
-                yield from _iter_maildir(entry.path, recursive, skip)
+                yield from _iter_maildir(entry.path, recursive, skip, seen)
 
 
 def _iter_mbox(path: str, skip: SkipHandler) -> Iterator[MailItem]:
@@ -478,9 +534,13 @@ def _iter_mbox(path: str, skip: SkipHandler) -> Iterator[MailItem]:
         box.close()
 
 
-def _iter_mh(path: str, recursive: bool, skip: SkipHandler) -> Iterator[MailItem]:
+def _iter_mh(
+    path: str, recursive: bool, skip: SkipHandler, seen: set[_FolderKey]
+) -> Iterator[MailItem]:
     import mailbox
 
+    if not _first_visit(path, seen):
+        return
     try:
         box = mailbox.MH(path, create=False)
         keys = sorted(box.iterkeys())
@@ -491,18 +551,11 @@ def _iter_mh(path: str, recursive: bool, skip: SkipHandler) -> Iterator[MailItem
         if os.path.isdir(source):
             # A numbered subfolder is a folder, not a message; mailbox.MH lists both.
             continue
-        try:
-            data = box.get_bytes(key)
-        except KeyError:
-            skip(source, "disappeared while reading (moved or deleted)")
-            continue
-        except (OSError, mailbox.Error) as exc:
-            raise _mailbox_error(source, exc) from None
-        problem = _mail_problem(data)
-        if problem is None:
-            yield MailItem(source, data)
-        else:
-            skip(source, problem)
+        # Read the file ourselves rather than with box.get_bytes(), which reads it
+        # whole before we can tell it is not mail and rewrites os.linesep to "\n".
+        item = _read_member(source, skip)
+        if item is not None:
+            yield item
     if recursive:
         try:
             folders = sorted(box.list_folders(), key=_natural_key)
@@ -510,7 +563,7 @@ def _iter_mh(path: str, recursive: bool, skip: SkipHandler) -> Iterator[MailItem
             raise _os_error(path, exc) from None
         for name in folders:
             if not name.startswith("."):
-                yield from _iter_mh(os.path.join(path, name), recursive, skip)
+                yield from _iter_mh(os.path.join(path, name), recursive, skip, seen)
 
 
 def _mailbox_error(path: str, exc: Exception) -> MailSourceError:

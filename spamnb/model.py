@@ -15,6 +15,7 @@ logarithms: a product of thousands of probabilities below one underflows to zero
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,8 +41,10 @@ class NaiveBayes:
     ) -> None:
         if event_model not in EVENT_MODELS:
             raise ValueError(f"unknown event model {event_model!r}; use one of {EVENT_MODELS}")
-        if alpha < 0:
-            raise ValueError("the smoothing strength alpha must be >= 0")
+        if not (math.isfinite(alpha) and alpha >= 0):
+            raise ValueError(
+                f"the smoothing strength alpha must be a finite number >= 0, not {alpha}"
+            )
         if min_count < 1:
             raise ValueError("min_count must be >= 1")
         self.event_model = event_model
@@ -108,15 +111,6 @@ class NaiveBayes:
         self.add_counts(X, labels)
         return self
 
-    def merge(self, other: NaiveBayes) -> None:
-        """Add another model's counts (same vocabulary columns) to this one."""
-        for row, label in enumerate(other.classes):
-            mine = self._class_row(label)
-            self._grow(other.n_features)
-            self.class_counts[mine] += other.class_counts[row]
-            self.token_counts[mine, : other.n_features] += other.token_counts[row]
-            self.doc_counts[mine, : other.n_features] += other.doc_counts[row]
-
     # -- derived parameters --------------------------------------------------------
 
     def active_features(self) -> np.ndarray:
@@ -143,21 +137,25 @@ class NaiveBayes:
         log_prob[:, ~active] = 0.0
         return log_prob
 
-    def _bernoulli_parts(self) -> tuple[np.ndarray, np.ndarray]:
-        """The weights of present words and the constant sum over all absent words.
+    def _bernoulli_parts(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The weights of present words, the sum over absent words, and the certain words.
 
         A Bernoulli model scores every vocabulary word: log p for those present and
         log(1-p) for those absent.  Writing the sum as sum(log(1-p)) over all words
         plus sum(log p - log(1-p)) over the present ones keeps the matrix sparse.
+        Unsmoothed (alpha=0) a word can have p=1, whose absence is impossible: such
+        "certain" words are kept out of the sums (their log(1-p) is -inf) and counted
+        instead, so that a message lacking one scores -inf rather than inf - inf.
         """
         active = self.active_features()
         log_p = self.feature_log_prob()
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore"):
             log_not_p = np.log1p(-np.exp(log_p))
-        log_not_p[:, ~active] = 0.0
+        certain = np.isneginf(log_not_p) & active
+        log_not_p[certain | ~active] = 0.0
         weights = log_p - log_not_p
         weights[:, ~active] = 0.0
-        return weights, log_not_p.sum(axis=1)
+        return weights, log_not_p.sum(axis=1), certain
 
     def joint_log_likelihood(self, X: sp.spmatrix) -> np.ndarray:
         """log P(c) + log P(message|c) for each message and class, shape (n, classes)."""
@@ -166,8 +164,12 @@ class NaiveBayes:
             return np.asarray(X @ self.feature_log_prob().T) + self.class_log_prior()
         present = X.copy()
         present.data = np.ones_like(present.data)
-        weights, absent_sum = self._bernoulli_parts()
-        return np.asarray(present @ weights.T) + absent_sum + self.class_log_prior()
+        weights, absent_sum, certain = self._bernoulli_parts()
+        jll = np.asarray(present @ weights.T) + absent_sum + self.class_log_prior()
+        if certain.any():
+            found = np.asarray(present @ certain.T.astype(np.float64))
+            jll[found < certain.sum(axis=1)] = -np.inf
+        return jll
 
     def _fit_columns(self, X: sp.spmatrix) -> sp.csr_matrix:
         X = sp.csr_matrix(X)
@@ -185,9 +187,18 @@ class NaiveBayes:
 
     # -- predictions ----------------------------------------------------------------
 
+    @staticmethod
+    def normalise(jll: np.ndarray) -> np.ndarray:
+        """Log posteriors from joint log-likelihoods (log-sum-exp, so nothing underflows).
+
+        A row where every class is impossible (-inf, possible only unsmoothed) has no
+        posterior; it comes back as NaN rather than as a made-up certainty.
+        """
+        with np.errstate(invalid="ignore"):
+            return jll - logsumexp(jll, axis=1, keepdims=True)
+
     def predict_log_proba(self, X: sp.spmatrix) -> np.ndarray:
-        jll = self.joint_log_likelihood(X)
-        return jll - logsumexp(jll, axis=1, keepdims=True)
+        return self.normalise(self.joint_log_likelihood(X))
 
     def predict_proba(self, X: sp.spmatrix) -> np.ndarray:
         return np.exp(self.predict_log_proba(X))
@@ -196,16 +207,19 @@ class NaiveBayes:
         best = np.argmax(self.joint_log_likelihood(X), axis=1)
         return [self.classes[i] for i in best]
 
-    def log_odds(self, X: sp.spmatrix, positive: str) -> np.ndarray:
+    def log_odds_from_jll(self, jll: np.ndarray, positive: str) -> np.ndarray:
         """log P(positive|x) - log P(not positive|x), which does not saturate like P does.
 
         Long messages push Naive Bayes posteriors to exactly 0 or 1 in floating point,
         which ties them for ranking; the log-odds keep their order (for ROC AUC).
         """
-        jll = self.joint_log_likelihood(X)
         column = self.classes.index(positive)
         others = np.delete(jll, column, axis=1)
-        return jll[:, column] - logsumexp(others, axis=1)
+        with np.errstate(invalid="ignore"):
+            return jll[:, column] - logsumexp(others, axis=1)
+
+    def log_odds(self, X: sp.spmatrix, positive: str) -> np.ndarray:
+        return self.log_odds_from_jll(self.joint_log_likelihood(X), positive)
 
     # -- state ----------------------------------------------------------------------
 

@@ -22,12 +22,19 @@ __all__ = [
 
 
 def _table(title: str, *columns: str, right: Iterable[str] = ()) -> Table:
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left", title_style="bold")
+    table = Table(title=Text(title), box=box.SIMPLE_HEAD, title_justify="left", title_style="bold")
     right = set(right)
     for column in columns:
         # Fold rather than cut: a path or token shown with an ellipsis is useless.
-        table.add_column(column, justify="right" if column in right else "left", overflow="fold")
+        table.add_column(
+            Text(column), justify="right" if column in right else "left", overflow="fold"
+        )
     return table
+
+
+def _add_row(table: Table, *cells: str | Text) -> None:
+    # Cells hold paths, labels and tokens from the user's mail: never read them as markup.
+    table.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in cells))
 
 
 def _percent(value: float | None) -> str:
@@ -56,41 +63,45 @@ def training_summary(summary: dict[str, Any]) -> Table:
         right=("trained now", "in model"),
     )
     for label, counts in summary["classes"].items():
-        table.add_row(label, f"{counts['trained']:,}", f"{counts['total']:,}")
+        _add_row(table, label, f"{counts['trained']:,}", f"{counts['total']:,}")
     table.add_section()
-    table.add_row("vocabulary", "", f"{summary['vocabulary']:,} tokens")
-    table.add_row("model size", "", human_size(summary["model_bytes"]))
+    _add_row(table, "vocabulary", "", f"{summary['vocabulary']:,} tokens")
+    _add_row(table, "model size", "", human_size(summary["model_bytes"]))
     return table
 
 
 def info_table(info: dict[str, Any]) -> Table:
     table = _table("Model", "property", "value")
-    table.add_row("path", info["path"])
-    table.add_row("format", f"{info['format']} version {info['format_version']}")
-    table.add_row("written by", f"spamnb {info['spamnb_version']}")
-    table.add_row("created", info["created"])
-    table.add_row("updated", info["updated"])
+    _add_row(table, "path", info["path"])
+    _add_row(table, "format", f"{info['format']} version {info['format_version']}")
+    _add_row(table, "written by", f"spamnb {info['spamnb_version']}")
+    _add_row(table, "created", info["created"])
+    _add_row(table, "updated", info["updated"])
     for label, count in info["messages"].items():
-        table.add_row(f"messages: {label}", f"{count:,}")
-    table.add_row("vocabulary", f"{info['vocabulary']:,} tokens")
-    table.add_row(
+        _add_row(table, f"messages: {label}", f"{count:,}")
+    _add_row(table, "vocabulary", f"{info['vocabulary']:,} tokens")
+    _add_row(table, "tokenizer", f"version {info['tokenizer_version']}")
+    _add_row(
+        table,
         "scoring",
         f"{info['event_model']}, alpha={info['alpha']:g}, min-count={info['min_count']}",
     )
-    table.add_row("size", human_size(info["bytes"]))
+    _add_row(table, "size", human_size(info["bytes"]))
     return table
 
 
 def _summary_table(report: dict[str, Any]) -> Table:
     table = _table("Summary", "measure", "value", right=("value",))
-    table.add_row("test messages", f"{report['n']:,}")
-    table.add_row("accuracy", _percent(report["accuracy"]))
-    table.add_row(
-        f"baseline (always '{report['baseline_class']}')", _percent(report["baseline_accuracy"])
+    _add_row(table, "test messages", f"{report['n']:,}")
+    _add_row(table, "accuracy", _percent(report["accuracy"]))
+    _add_row(
+        table,
+        f"baseline (always '{report['baseline_class']}')",
+        _percent(report["baseline_accuracy"]),
     )
-    table.add_row("ROC AUC", _number(report["roc_auc"]))
-    table.add_row("expected calibration error", _number(report["calibration"]["ece"]))
-    table.add_row("Brier score", _number(report["calibration"]["brier"]))
+    _add_row(table, "ROC AUC", _number(report["roc_auc"]))
+    _add_row(table, "expected calibration error", _number(report["calibration"]["ece"]))
+    _add_row(table, "Brier score", _number(report["calibration"]["brier"]))
     return table
 
 
@@ -103,7 +114,7 @@ def _confusion_table(report: dict[str, Any]) -> Table:
         right=classes,
     )
     for label, row in zip(classes, report["confusion_matrix"]["rows"], strict=True):
-        table.add_row(label, *(f"{count:,}" for count in row))
+        _add_row(table, label, *(f"{count:,}" for count in row))
     return table
 
 
@@ -111,7 +122,8 @@ def _per_class_table(report: dict[str, Any]) -> Table:
     columns = ("precision", "recall", "F1", "messages")
     table = _table("Per class", "class", *columns, right=columns)
     for label, row in report["per_class"].items():
-        table.add_row(
+        _add_row(
+            table,
             label,
             _percent(row["precision"]),
             _percent(row["recall"]),
@@ -127,7 +139,8 @@ def _calibration_table(report: dict[str, Any]) -> Table:
         "Calibration (confidence of the predicted class)", "confidence", *columns, right=columns
     )
     for row in report["calibration"]["bins"]:
-        table.add_row(
+        _add_row(
+            table,
             f"{row['lower']:.1f}-{row['upper']:.1f}",
             f"{row['count']:,}",
             _percent(row["mean_confidence"]),
@@ -168,8 +181,9 @@ def top_odds_tables(
             right=("odds ratio", first, second),
         )
         for row in rows:
-            table.add_row(
-                Text(row["token"]),
+            _add_row(
+                table,
+                row["token"],
                 _odds(row["log_odds_ratio"]),
                 f"{row['counts'][first]:,}",
                 f"{row['counts'][second]:,}",
@@ -179,5 +193,7 @@ def top_odds_tables(
 
 
 def _odds(log_ratio: float) -> str:
+    if log_ratio > 700:  # beyond what a float holds; only unsmoothed models get here
+        return f"e^{log_ratio:.0f}"
     ratio = math.exp(log_ratio)
     return f"{ratio:,.1f}" if ratio < 1e6 else f"{ratio:.2e}"

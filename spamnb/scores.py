@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,6 +22,7 @@ __all__ = [
     "evaluation_report",
     "majority_baseline",
     "per_class_report",
+    "predicted_columns",
     "roc_auc",
     "roc_curve",
     "stratified_folds",
@@ -172,17 +173,22 @@ def stratified_folds(
 # --------------------------------------------------------------------------- counting
 
 
-def majority_baseline(train_labels: Sequence[str], test_labels: Sequence[str]) -> tuple[str, float]:
+def majority_baseline(
+    train_labels: Sequence[str] | Mapping[str, int], test_labels: Sequence[str]
+) -> tuple[str, float]:
     """The majority class of the training labels and the accuracy of always predicting it on
-    the test labels. Ties in the training counts go to the alphabetically first class so the
-    answer does not depend on input order."""
-    train = _labels(train_labels, "train_labels")
+    the test labels. ``train_labels`` may also be a mapping of class to training count (a
+    trained model keeps counts, not labels). Ties in the training counts go to the
+    alphabetically first class so the answer does not depend on input order."""
+    if isinstance(train_labels, Mapping):
+        counts = Counter({str(c): int(n) for c, n in train_labels.items() if n > 0})
+    else:
+        counts = Counter(_labels(train_labels, "train_labels").tolist())
     test = _labels(test_labels, "test_labels")
-    if len(train) == 0:
+    if not counts:
         raise ValueError("train_labels is empty; there is no majority class")
     if len(test) == 0:
         raise ValueError("test_labels is empty; baseline accuracy is undefined")
-    counts = Counter(train.tolist())
     top = max(counts.values())
     majority = min(c for c, n in counts.items() if n == top)
     return majority, float(np.mean(test == majority))
@@ -369,6 +375,22 @@ def calibration(confidence: np.ndarray, correct: np.ndarray, n_bins: int = 10) -
 # --------------------------------------------------------------------------- report
 
 
+def predicted_columns(
+    proba: np.ndarray, classes: Sequence[str], positive: str | None
+) -> np.ndarray:
+    """The column of the most probable class in each row; exact ties never go to ``positive``.
+
+    A message with no evidence either way (all probabilities equal) must not be called
+    spam: a false positive costs more than a missed spam.
+    """
+    p = np.asarray(proba, dtype=float)
+    order = list(range(len(classes)))
+    if positive is not None and positive in classes:
+        order.remove(list(classes).index(positive))
+        order.append(list(classes).index(positive))
+    return np.asarray(order)[np.argmax(p[:, order], axis=1)]
+
+
 def evaluation_report(
     y_true: Sequence[str],
     proba: np.ndarray,
@@ -383,7 +405,8 @@ def evaluation_report(
     ``roc_auc``, ``confusion`` (only when ``positive`` is one of ``classes``),
     ``confusion_matrix`` (``{"classes", "rows"}``), ``per_class`` and ``calibration``.
 
-    Predictions are ``classes[argmax(proba)]`` (ties go to the earlier class). ``roc_auc`` is
+    Predictions are ``classes[argmax(proba)]``, ties going against ``positive`` (see
+    :func:`predicted_columns`). ``train_labels`` may be labels or class counts. ``roc_auc`` is
     ``positive`` versus the rest, ranked by ``scores`` when given (spamnb passes spam-vs-rest
     log-odds) and by ``proba[:, positive]`` otherwise; it is None when there is no positive
     class or ``y_true`` contains only one side. Any NaN or infinity becomes None.
@@ -407,7 +430,7 @@ def evaluation_report(
     if unknown:
         raise ValueError(f"y_true has labels {unknown} that the model does not know ({cls})")
 
-    top = np.argmax(p, axis=1)
+    top = predicted_columns(p, cls, positive)
     y_pred = np.asarray(cls, dtype=object)[top]
     correct = y_pred == truth
     baseline_class, baseline_accuracy = majority_baseline(train_labels, truth)

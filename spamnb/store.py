@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from . import __version__
 from .counts import Vocabulary
 from .filter import SpamFilter
@@ -57,7 +59,9 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT_NAME:
         raise ModelFileError(f"{path} is not a spamnb model file")
     version = payload.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if type(version) is not int or version < 1:
+        raise ModelFileError(f"{path} is a damaged spamnb model file (format version {version!r})")
+    if version > FORMAT_VERSION:
         raise ModelFileError(
             f"{path} has model format {version}, newer than this spamnb "
             f"({__version__}, format {FORMAT_VERSION}) reads; upgrade spamnb"
@@ -65,18 +69,42 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
     try:
         model = NaiveBayes.from_state(payload["model"])
         vocabulary = Vocabulary(payload["vocabulary"])
-        if len(vocabulary) != model.n_features:
-            raise ValueError("vocabulary and counts disagree")
+        settings = TokenizerSettings.from_dict(payload["tokenizer"])
+        _check_consistent(model, vocabulary, payload["vocabulary"], settings)
         return SpamFilter(
             model=model,
             vocabulary=vocabulary,
-            settings=TokenizerSettings.from_dict(payload["tokenizer"]),
-            created=payload["created"],
-            updated=payload["updated"],
-            written_by=payload["spamnb_version"],
+            settings=settings,
+            created=str(payload["created"]),
+            updated=str(payload["updated"]),
+            written_by=str(payload["spamnb_version"]),
         )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ModelFileError(f"{path} is a damaged spamnb model file ({exc})") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        detail = " ".join(str(exc).split())[:200]
+        raise ModelFileError(f"{path} is a damaged spamnb model file ({detail})") from None
+
+
+def _check_consistent(
+    model: NaiveBayes, vocabulary: Vocabulary, tokens: object, settings: TokenizerSettings
+) -> None:
+    """Refuse a payload whose parts disagree, before it can fail later in scoring."""
+    n_classes, n_features = len(model.classes), len(vocabulary)
+    if not isinstance(tokens, list) or len(tokens) != n_features:
+        raise ValueError("vocabulary has repeated or missing tokens")
+    if not all(isinstance(t, str) for t in tokens):
+        raise ValueError("vocabulary holds non-text tokens")
+    if not all(isinstance(c, str) for c in model.classes) or len(set(model.classes)) != n_classes:
+        raise ValueError("class names are not distinct strings")
+    if model.class_counts.shape != (n_classes,) or (model.class_counts < 0).any():
+        raise ValueError("message counts do not match the classes")
+    for counts in (model.token_counts, model.doc_counts):
+        if counts.shape != (n_classes, n_features):
+            raise ValueError(f"counts of shape {counts.shape}, expected {(n_classes, n_features)}")
+        if not np.isfinite(counts).all() or (counts < 0).any():
+            raise ValueError("counts are negative or not finite")
+    for name, value in settings.to_dict().items():
+        if type(value) is not int or value < 0:
+            raise ValueError(f"tokenizer setting {name}={value!r}")
 
 
 def load(path: Path) -> SpamFilter:
@@ -97,12 +125,17 @@ def load(path: Path) -> SpamFilter:
 
 
 def save(spam_filter: SpamFilter, path: Path) -> int:
-    """Write the model atomically; returns its size in bytes."""
+    """Write the model atomically; returns its size in bytes.
+
+    A symlinked model is updated where the link points, and an existing model keeps
+    its permissions; a new one is private (0600), since its tokens come from your mail.
+    """
     import joblib
 
-    path = Path(path)
+    path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        mode = path.stat().st_mode & 0o777 if path.exists() else None
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise ModelFileError(f"cannot write model {path}: {exc.strerror or exc}") from None
@@ -110,8 +143,11 @@ def save(spam_filter: SpamFilter, path: Path) -> int:
         with os.fdopen(fd, "wb") as tmp:
             joblib.dump(to_payload(spam_filter), tmp)
             tmp.flush()
+            if mode is not None:
+                os.fchmod(tmp.fileno(), mode)
             os.fsync(tmp.fileno())
         os.replace(tmp_name, path)
+        _fsync_directory(path.parent)
     except OSError as exc:
         Path(tmp_name).unlink(missing_ok=True)
         raise ModelFileError(f"cannot write model {path}: {exc.strerror or exc}") from None
@@ -119,3 +155,12 @@ def save(spam_filter: SpamFilter, path: Path) -> int:
         Path(tmp_name).unlink(missing_ok=True)
         raise
     return path.stat().st_size
+
+
+def _fsync_directory(directory: Path) -> None:
+    # The rename is durable only once the directory entry itself reaches the disk.
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -24,12 +24,20 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from html.parser import HTMLParser
 
-__all__ = ["DEFAULT_SETTINGS", "TokenizerSettings", "tokenize"]
+__all__ = ["DEFAULT_SETTINGS", "TOKENIZER_VERSION", "TokenizerSettings", "tokenize"]
+
+
+# Bump whenever a change makes the same message give other tokens: a model trained by
+# an older tokenizer then scores with a vocabulary that partly no longer occurs.
+TOKENIZER_VERSION = 1
 
 
 @dataclass(frozen=True)
 class TokenizerSettings:
     """What the tokenizer emits; stored in the model so training and scoring agree."""
+
+    # The tokenizer that trained the model (set by the model file, not by users).
+    version: int = TOKENIZER_VERSION
 
     # Words shorter than this are dropped: two-letter words are mostly stop words and
     # markup residue, and on the SpamAssassin corpus keeping them added noise.
@@ -94,10 +102,9 @@ def _words(text: str, settings: TokenizerSettings, prefix: str = "") -> Iterator
 def _text_patterns(text: str) -> Iterator[str]:
     """Features of how the text is written rather than which words it uses."""
     for match in _MONEY_RE.finditer(text):
-        digits = re.sub(r"[^\d.]", "", match.group(0)).split(".")[0]
-        amount = int(digits) if digits.isdigit() else 0
+        whole = re.sub(r"[^\d.]", "", match.group(0)).split(".")[0].lstrip("0")
         # Magnitude, not value: "$1,000,000" and "$2,500,000" are the same promise.
-        yield f"money:1e{len(str(amount)) - 1}" if amount else "money:0"
+        yield f"money:1e{min(len(whole), 13) - 1}" if whole else "money:0"
     letters = upper = 0
     for raw in text.split():
         word = raw.strip(_WORD_EDGE_PUNCTUATION)
@@ -112,9 +119,14 @@ def _text_patterns(text: str) -> Iterator[str]:
         yield f"capsratio:{min(9, int(10 * upper / letters))}"
 
 
+# A host yields itself and its parent domains; only the last few labels are kept, so
+# a crafted host of thousands of labels cannot make thousands of long tokens.
+_MAX_HOST_LABELS = 5
+
+
 def _domain_suffixes(host: str) -> Iterator[str]:
     """A host and its parent domains down to two labels: a.b.example.com -> ..., example.com."""
-    labels = host.strip(".").casefold().split(".")
+    labels = host.strip(".").casefold().split(".")[-_MAX_HOST_LABELS:]
     for i in range(max(1, len(labels) - 1)):
         yield ".".join(labels[i:])
 
@@ -220,6 +232,9 @@ def _decode_bytes(payload: bytes, charset: str | None) -> tuple[str, str | None]
                 return payload.decode(codec), None
             except (UnicodeDecodeError, ValueError):
                 trouble = "charset:lying"
+            except LookupError:
+                # A bytes-to-bytes codec such as base64 or rot13 named as a charset.
+                trouble = "charset:unknown"
     try:
         return payload.decode("utf-8"), trouble
     except UnicodeDecodeError:

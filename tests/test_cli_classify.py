@@ -78,3 +78,31 @@ def test_one_class_model_cannot_classify(tmp_path, sample_maildir):
     one = tmp_path / "one.joblib"
     run("train", "-m", one, "--spam", sample_maildir / "spam")
     assert_one_line_error(run("classify", "-m", one, sample_maildir / "ham"), "two classes")
+
+
+def test_a_message_without_evidence_is_not_called_spam(model, tmp_path):
+    # No token the model knows and equal priors (30 spam, 30 ham): a tie, which
+    # must not become a false positive.
+    empty = tmp_path / "empty.eml"
+    empty.write_bytes(b"X-Nothing: zq\n\nzqzq\n")
+    result = run("classify", "-m", model, "--json", empty)
+    record = json.loads(result.stdout)
+    assert record["probabilities"]["spam"] == pytest.approx(0.5)
+    assert record["label"] == "ham"
+
+
+def test_odd_paths_stay_on_one_tab_separated_line(model, tmp_path, sample_maildir):
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    message = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
+    (folder / "with\nnewline\tand tab").write_bytes(message)
+    result = run("classify", "-m", model, folder)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and len(lines[0].split("\t")) == 3
+
+
+def test_stdin_only_once(model):
+    assert_one_line_error(
+        run("classify", "-m", model, "-", "-", input=b"Subject: x\n\ny\n"), "once"
+    )

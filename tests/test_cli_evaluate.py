@@ -168,3 +168,25 @@ def test_enron1_split_beats_the_baseline_by_far(real_corpus):
     assert report["baseline_accuracy"] < 0.75
     assert report["accuracy"] >= 0.95
     assert report["roc_auc"] >= 0.99
+
+
+def test_one_class_is_a_clear_error(tmp_path, sample_maildir):
+    result = run("evaluate", "--spam", sample_maildir / "spam", "--test-size", "0.3")
+    assert_one_line_error(result, "two classes")
+    one = tmp_path / "one.joblib"
+    run("train", "-m", one, "--spam", sample_maildir / "spam")
+    assert_one_line_error(
+        run("evaluate", "-m", one, "--spam", sample_maildir / "spam"), "two classes"
+    )
+
+
+def test_model_mode_baseline_comes_from_the_models_counts(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    spam_files = sorted((sample_maildir / "spam" / "cur").iterdir())[:10]
+    run("train", "-m", model, "--spam", *spam_files, "--ham", sample_maildir / "ham")
+    report = run_json(
+        "evaluate", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    # 30 ham against 10 spam in training: the baseline always says ham.
+    assert report["baseline_class"] == "ham"
+    assert report["baseline_accuracy"] == pytest.approx(0.5)

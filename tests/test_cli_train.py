@@ -174,3 +174,65 @@ def test_info_on_a_corrupt_model(tmp_path):
     model = tmp_path / "model.joblib"
     model.write_bytes(b"\x00garbage")
     assert_one_line_error(run("info", "-m", model), str(model))
+
+
+@pytest.mark.parametrize("alpha", ["0", "nan", "inf", "-1"])
+def test_alpha_must_be_positive_and_finite(tmp_path, sample_maildir, alpha):
+    result = run(
+        "train", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam", "--alpha", alpha
+    )
+    assert result.exit_code == 2 and "--alpha" in result.stderr
+    assert not (tmp_path / "m.joblib").exists()
+
+
+def test_labels_are_shown_literally_not_as_markup(tmp_path, sample_maildir):
+    result = run(
+        "train",
+        "-m",
+        tmp_path / "m[/x].joblib",
+        "--label",
+        f"[bold]news={sample_maildir / 'spam'}",
+        "--ham",
+        sample_maildir / "ham",
+    )
+    assert result.exit_code == 0, result.output
+    assert "[bold]news" in result.stdout
+
+
+def test_overlapping_paths_count_each_message_once(tmp_path, sample_maildir):
+    spam = sample_maildir / "spam"
+    result = run("train", "-m", tmp_path / "m.joblib", "--spam", spam, spam / "cur", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["classes"]["spam"]["trained"] == 30
+    assert "counted once" in result.stderr
+
+
+def test_a_message_under_two_labels_is_an_error(tmp_path, sample_maildir):
+    spam = sample_maildir / "spam"
+    result = run("train", "-m", tmp_path / "m.joblib", "--spam", spam, "--ham", spam / "new")
+    assert_one_line_error(result, "both spam and ham")
+
+
+def test_equals_form_takes_several_paths_too(tmp_path, sample_maildir):
+    files = sorted((sample_maildir / "spam" / "cur").iterdir())[:2]
+    summary = run_json("train", "-m", tmp_path / "m.joblib", f"--spam={files[0]}", files[1])
+    assert summary["classes"]["spam"]["trained"] == 2
+
+
+def test_model_path_that_is_a_directory(tmp_path, sample_maildir):
+    assert_one_line_error(run("info", "-m", tmp_path), "directory")
+
+
+def test_no_progress_codes_in_redirected_stderr(tmp_path, sample_maildir, monkeypatch):
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    result = run(
+        "train",
+        "-m",
+        tmp_path / "m.joblib",
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+    )
+    assert result.exit_code == 0
+    assert "\x1b[" not in result.stderr

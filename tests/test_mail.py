@@ -12,9 +12,19 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from spamnb import mail
-from spamnb.mail import FORMATS, MailItem, MailSourceError, detect_format, iter_messages, read_all
+from spamnb.mail import (
+    FORMATS,
+    MailItem,
+    MailSourceError,
+    detect_format,
+    display_source,
+    iter_messages,
+    message_id,
+)
 
 CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
 
@@ -228,26 +238,6 @@ def test_directory_with_only_junk_has_no_messages(tmp_path: Path) -> None:
     assert len(skipped) == 1
 
 
-def test_read_all_concatenates_in_order(tmp_path: Path) -> None:
-    first = write(tmp_path / "one.eml", PLAIN)
-    folder = tmp_path / "dir"
-    write(folder / "x", message("x"))
-    write(folder / "junk", NOT_MAIL)
-    box = make_hand_mbox(tmp_path / "mbox")
-    skipped, on_skip = skips_recorder()
-    items = read_all([first, str(folder), box, "-"], stdin=io.BytesIO(CRLF_8BIT), on_skip=on_skip)
-    assert [item.source for item in items] == [
-        str(first),
-        str(folder / "x"),
-        f"{box}:1",
-        f"{box}:2",
-        f"{box}:3",
-        "-",
-    ]
-    assert skipped == [(str(folder / "junk"), "does not start with a header or 'From ' line")]
-    assert read_all([]) == []
-
-
 # --- mbox ---------------------------------------------------------------------------
 
 
@@ -324,6 +314,32 @@ def test_maildir_recursive_includes_subfolders(tmp_path: Path) -> None:
     assert items[-1].source == str(root / ".Sub" / "cur" / "1700000005.M5P5.host:2,S")
 
 
+def test_maildir_recursive_reads_each_real_folder_once(tmp_path: Path) -> None:
+    root = make_maildir(tmp_path / "Maildir")
+    # A loop back to the Maildir itself, one inside the subfolder, and a second
+    # name for the subfolder: none may repeat a message or recurse forever.
+    (root / ".loop").symlink_to(".", target_is_directory=True)
+    (root / ".Sub" / ".up").symlink_to("..", target_is_directory=True)
+    (root / ".Alias").symlink_to(".Sub", target_is_directory=True)
+    # A subfolder that is only a link to a Maildir elsewhere is still read.
+    other = write(tmp_path / "Other" / "cur" / "1700000006.M6P6.host:2,S", message("other"))
+    (tmp_path / "Other" / "new").mkdir()
+    (root / ".Other").symlink_to(other.parent.parent, target_is_directory=True)
+
+    items = collect(root, recursive=True)
+
+    names = [Path(item.source).name for item in items]
+    assert names == [
+        "1700000001.M1P1.host:2,S",
+        "1700000002.M2P2.host",
+        "1700000003.M3P3.host:2,",
+        # Subfolders in name order: ".Alias" is the first name for ".Sub".
+        "1700000005.M5P5.host:2,S",
+        "1700000006.M6P6.host:2,S",
+    ]
+    assert items[-1].data == message("other")
+
+
 def test_maildir_made_by_mailbox_module(tmp_path: Path) -> None:
     box = mailbox.Maildir(str(tmp_path / "md"), create=True)
     keys = [box.add(message(s)) for s in ("a", "b")]
@@ -357,6 +373,181 @@ def test_mh_recursive_includes_subfolders(tmp_path: Path) -> None:
     items = collect(root, recursive=True)
     assert [item.source for item in items][-1] == str(root / "archive" / "1")
     assert items[-1].data == message("mh archived")
+
+
+def test_mh_recursive_reads_each_real_folder_once(tmp_path: Path) -> None:
+    root = tmp_path / "inbox"
+    make_mh(root)
+    (root / "loop").symlink_to(".", target_is_directory=True)
+    (root / "archive" / "up").symlink_to("..", target_is_directory=True)
+    items = collect(root, recursive=True)
+    assert [item.source for item in items] == [
+        str(root / "1"),
+        str(root / "2"),
+        str(root / "3"),
+        str(root / "archive" / "1"),
+    ]
+
+
+# --- reading files inside folders ------------------------------------------------------
+
+
+def make_folder(root: Path, fmt: str, files: dict[str, bytes]) -> Path:
+    """A folder of the given format holding ``files`` (MH needs numeric names)."""
+    if fmt == "maildir":
+        (root / "cur").mkdir(parents=True)
+        folder = root / "new"
+    else:
+        folder = root
+    if fmt == "mh":
+        write(root / ".mh_sequences", b"")
+    for name, data in files.items():
+        write(folder / name, data)
+    return root
+
+
+@pytest.mark.parametrize("fmt", ["dir", "maildir", "mh"])
+def test_folder_member_is_judged_by_its_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    sniff = mail._SNIFF_BYTES
+    header = b"Subject: sized\n\n"
+    sized = {n: header + b"x" * (n - len(header)) for n in (sniff - 1, sniff, sniff + 1)}
+    files = {
+        "1": b"No header here, and far too long to read whole.\n" * 100_000,
+        "2": BINARY * 10_000,
+        "3": message("large", "body line\n" * 10_000),
+        "4": sized[sniff - 1],
+        "5": sized[sniff],
+        "6": sized[sniff + 1],
+    }
+    root = make_folder(tmp_path / fmt, fmt, files)
+    opened: dict[str, int] = {}
+    read: dict[str, int] = {}
+    real_open = open
+
+    class CountingFile:
+        def __init__(self, path: str) -> None:
+            self.name = Path(path).name
+            self.fh = real_open(path, "rb")
+
+        def __enter__(self) -> CountingFile:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.fh.close()
+
+        def read(self, size: int = -1) -> bytes:
+            data = self.fh.read(size)
+            read[self.name] = read.get(self.name, 0) + len(data)
+            return data
+
+    def counting_open(path: str, mode: str = "r") -> CountingFile:
+        assert mode == "rb"
+        name = Path(path).name
+        opened[name] = opened.get(name, 0) + 1
+        return CountingFile(path)
+
+    monkeypatch.setattr(mail, "open", counting_open, raising=False)
+    skipped, on_skip = skips_recorder()
+
+    items = collect(root, fmt, on_skip=on_skip)
+
+    assert [Path(item.source).name for item in items] == ["3", "4", "5", "6"]
+    assert [item.data for item in items] == [files[name] for name in ("3", "4", "5", "6")]
+    assert [Path(source).name for source, _ in skipped] == ["1", "2"]
+    # Each file is opened once; junk costs its head, mail is read exactly once.
+    assert opened == dict.fromkeys(files, 1)
+    assert read == {"1": sniff, "2": sniff} | {n: len(files[n]) for n in ("3", "4", "5", "6")}
+
+
+# --- message IDs and printable sources -------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        (PLAIN, None),
+        (b"Message-ID: <1@example.org>\n\nbody\n", "<1@example.org>"),
+        (b"message-id:   <2@example.org>  \r\nSubject: x\r\n\r\n", "<2@example.org>"),
+        # Folded over two lines, with an envelope line first as in an mbox file.
+        (ENVELOPED.replace(b"Subject", b"Message-Id: <3\r\n\t @x>\nSubject"), "<3 @x>"),
+        (b"\r\n\nMessage-ID: <after-blank-lines@x>\n\n", "<after-blank-lines@x>"),
+        (b"Message-ID: <a\x00b\x1b[31m\x7fc@x>\n\n", "<ab[31mc@x>"),
+        (b"Message-ID: <a\x0b\x0c\x1cb@x>\n\n", "<a b@x>"),
+        (b"Message-ID: <a\xffb@x>\n\n", "<a\ufffdb@x>"),
+        (b"Message-ID: <1@x>\nMessage-ID: <2@x>\n\n", "<1@x>"),
+        # Only the header block counts.
+        (b"Subject: s\n\nMessage-ID: <in-body@x>\n", None),
+        (b"Message-ID:\n\n", None),
+        (b"Message-ID: \t \n\n", None),
+        (b"", None),
+        (BINARY, None),
+        (NOT_MAIL, None),
+    ],
+)
+def test_message_id(data: bytes, expected: str | None) -> None:
+    assert message_id(data) == expected
+
+
+def test_message_id_parses_only_the_header_block() -> None:
+    data = b"Message-ID: <big@x>\n\n" + b"A" * 50_000_000
+    started = time.perf_counter()
+    assert message_id(data) == "<big@x>"
+    assert time.perf_counter() - started < 0.5
+
+
+def is_one_line_field(text: str) -> bool:
+    return (
+        text != ""
+        and text == " ".join(text.split())
+        and all(ord(ch) >= 0x20 and not 0x7F <= ord(ch) <= 0x9F for ch in text)
+        and len(text.splitlines()) == 1
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=300),
+        st.builds(
+            lambda before, value, after: before + b"Message-ID:" + value + after,
+            st.binary(max_size=40),
+            st.binary(max_size=80),
+            st.binary(max_size=40),
+        ),
+    )
+)
+def test_message_id_of_any_bytes_is_none_or_one_line(data: bytes) -> None:
+    result = message_id(data)
+    assert result is None or (is_one_line_field(result) and "\t" not in result)
+    if result is not None:
+        result.encode("utf-8")  # printable: no surrogate escapes left
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["mail/cur/1700000001.M1P1.host:2,S", "box.mbox:12", "-", "Posteingang/Grüße", "a b"],
+)
+def test_display_source_keeps_printable_sources(source: str) -> None:
+    assert display_source(source) is source
+
+
+@pytest.mark.parametrize(
+    "source", ["two\nlines", "tab\there", "both\nand\tthis", "esc\x1b[2J", "bad\udcffbyte"]
+)
+def test_display_source_quotes_control_characters(source: str) -> None:
+    shown = display_source(source)
+    assert shown == repr(source)
+    assert is_one_line_field(shown) and "\t" not in shown
+    shown.encode("utf-8")
+
+
+def test_display_source_and_error_messages_agree(tmp_path: Path) -> None:
+    path = write(tmp_path / "new\nline\tand tab", NOT_MAIL)
+    with pytest.raises(MailSourceError) as info:
+        collect(path)
+    assert display_source(str(path)) in str(info.value)
 
 
 # --- detection and forcing ----------------------------------------------------------

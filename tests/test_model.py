@@ -206,3 +206,24 @@ def test_invalid_settings_are_refused():
         NaiveBayes(event_model="gaussian")
     with pytest.raises(ValueError, match="alpha"):
         NaiveBayes(alpha=-1)
+
+
+def test_unsmoothed_bernoulli_handles_certain_words():
+    # alpha=0 makes "a" certain in spam (p=1) and impossible in ham (p=0), and "c" the
+    # reverse; "b" is in half the messages of each class.
+    vocabulary = Vocabulary()
+    docs = [["a", "b"], ["a"], ["c"], ["c", "b"]]
+    X = count_matrix(docs, vocabulary, grow=True)
+    model = NaiveBayes(event_model="bernoulli", alpha=0.0).fit(X, ["spam", "spam", "ham", "ham"])
+    jll = model.joint_log_likelihood(count_matrix([["a", "b"], ["b"]], vocabulary, grow=False))
+    # {a, b} in spam: P(a)=1 * P(b)=1/2 * P(no c)=1, prior 1/2 -> 1/4; in ham P(a)=0.
+    assert jll[0, 0] == pytest.approx(math.log(0.25))
+    assert jll[0, 1] == -math.inf
+    # {b} lacks the certain "a" of spam and the certain "c" of ham: impossible in both.
+    assert jll[1, 0] == -math.inf and jll[1, 1] == -math.inf
+
+
+def test_non_finite_alpha_is_refused():
+    for alpha in (math.nan, math.inf):
+        with pytest.raises(ValueError, match="finite"):
+            NaiveBayes(alpha=alpha)

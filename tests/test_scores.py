@@ -22,6 +22,7 @@ from spamnb.scores import (
     evaluation_report,
     majority_baseline,
     per_class_report,
+    predicted_columns,
     roc_auc,
     roc_curve,
     stratified_folds,
@@ -716,12 +717,26 @@ def test_report_single_class_in_truth_gives_none_auc() -> None:
     json.dumps(report, allow_nan=False)
 
 
-def test_report_argmax_tie_goes_to_first_class() -> None:
+def test_report_ties_never_go_to_the_positive_class() -> None:
+    # No evidence either way must not make a false positive, whatever the class order.
     proba = np.array([[0.5, 0.5]])
-    report = evaluation_report(["spam"], proba, ["spam", "ham"], ["ham"])
+    for classes in (["spam", "ham"], ["ham", "spam"]):
+        report = evaluation_report(["ham"], proba, classes, ["ham"])
+        assert report["accuracy"] == 1.0 and report["confusion"]["fp"] == 0
+    # Without a positive class, ties go to the earlier class.
+    report = evaluation_report(["a"], proba, ["a", "b"], ["a"], positive=None)
     assert report["accuracy"] == 1.0
-    report = evaluation_report(["spam"], proba, ["ham", "spam"], ["ham"])
-    assert report["accuracy"] == 0.0
+
+
+def test_predicted_columns_three_classes() -> None:
+    proba = np.array([[0.4, 0.4, 0.2], [0.1, 0.2, 0.7], [0.3, 0.35, 0.35]])
+    assert predicted_columns(proba, ["spam", "ham", "lists"], "spam").tolist() == [1, 2, 1]
+    assert predicted_columns(proba, ["spam", "ham", "lists"], None).tolist() == [0, 2, 1]
+
+
+def test_majority_baseline_from_counts() -> None:
+    assert majority_baseline({"spam": 3, "ham": 5}, ["spam", "ham"]) == ("ham", 0.5)
+    assert majority_baseline({"spam": 4, "ham": 4, "x": 0}, ["spam"]) == ("ham", 0.0)
 
 
 def test_report_rejects_bad_input() -> None:

@@ -140,3 +140,57 @@ def test_default_model_path(tmp_path):
     xdg = default_model_path({"XDG_DATA_HOME": str(tmp_path)})
     assert xdg == tmp_path / "spamnb" / "model.joblib"
     assert default_model_path({}).parts[-4:] == (".local", "share", "spamnb", "model.joblib")
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p["model"].update(classes=["spam"]),
+        lambda p: p["model"].update(doc_counts=p["model"]["doc_counts"][:, :-1]),
+        lambda p: p["model"].update(token_counts=-p["model"]["token_counts"]),
+        lambda p: p["model"].update(alpha=float("nan")),
+        lambda p: p["model"].update(event_model="gaussian"),
+        lambda p: p["tokenizer"].update(min_word_length="x"),
+        lambda p: p.update(format_version="1"),
+        lambda p: p.update(format_version=0),
+        lambda p: p.pop("model"),
+    ],
+    ids=[
+        "classes",
+        "doc-shape",
+        "negative",
+        "nan-alpha",
+        "event-model",
+        "setting",
+        "version-str",
+        "version-0",
+        "missing",
+    ],
+)
+def test_inconsistent_payloads_are_refused_at_load(tmp_path, trained, damage):
+    path = tmp_path / "model.joblib"
+    payload = to_payload(trained)
+    damage(payload)
+    joblib.dump(payload, path)
+    with pytest.raises(ModelFileError, match="damaged") as caught:
+        load(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_save_through_a_symlink_updates_the_target(tmp_path, trained):
+    target = tmp_path / "real" / "model.joblib"
+    save(trained, target)
+    link = tmp_path / "link.joblib"
+    link.symlink_to(target)
+    target.chmod(0o640)
+    trained.train([b"Subject: more\n\nmore spam words"], ["spam"])
+    save(trained, link)
+    assert link.is_symlink()
+    assert load(target).model.class_counts.sum() == 5
+    assert target.stat().st_mode & 0o777 == 0o640
+
+
+def test_new_models_are_private(tmp_path, trained):
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+    assert path.stat().st_mode & 0o777 == 0o600
