@@ -1,3 +1,3 @@
-from .cli import main
+from .cli import entry
 
-main(prog_name="spamnb")
+entry()

@@ -386,6 +386,7 @@ def train(
     items, labels = read_labelled(pairs, mail_format, recursive)
     token_lists = tokenize_with_progress(spam_filter, items, "Learning")
     spam_filter.train_tokens(token_lists, labels)
+    spam_filter.fit_calibration(token_lists, labels)
     try:
         size = save(spam_filter, path)
     except ModelFileError as exc:
@@ -407,15 +408,52 @@ def train(
     stdout_console().print(training_summary(summary))
 
 
+DEFAULT_MAX_SIZE = 1024 * 1024
+
+
+def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    from .pipe import is_field_name
+
+    if not is_field_name(value):
+        raise click.BadParameter(f"{value!r} is not a mail header field name")
+    return value
+
+
 @main.command()
 @model_option
-@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.argument("paths", nargs=-1, metavar="PATH...")
+@click.option(
+    "-p",
+    "--pipe",
+    is_flag=True,
+    help="Filter one message from stdin to stdout with a verdict header added "
+    "(exit 0 spam, 1 ham, 2 unsure, 3 error; on any error the message passes unchanged).",
+)
+@click.option(
+    "--header-name",
+    default="X-Spamnb",
+    show_default=True,
+    callback=_header_name,
+    help="Name of the header --pipe adds.",
+)
+@click.option("--exit-zero", is_flag=True, help="With --pipe, exit 0 for every verdict.")
+@click.option(
+    "--max-size",
+    type=click.IntRange(min=1),
+    default=DEFAULT_MAX_SIZE,
+    show_default=True,
+    help="With --pipe, pass larger messages through unscored (marked so).",
+)
 @reader_options
 @scoring_options
 @json_option
 def classify(
     model_path: Path | None,
     paths: tuple[str, ...],
+    pipe: bool,
+    header_name: str,
+    exit_zero: bool,
+    max_size: int,
     mail_format: str | None,
     recursive: bool,
     event_model: str | None,
@@ -428,9 +466,17 @@ def classify(
     MESSAGE is the message's file (mbox: FILE:N), or its Message-ID when read from
     standard input ('-').  The probability is that of the class 'spam' (for models
     without one, that of the predicted class).
+
+    With --pipe it is a mail filter for procmail or maildrop instead.
     """
     from .mail import display_source, message_id
 
+    if pipe:
+        if paths:
+            raise fail("--pipe reads one message from standard input; give no PATH")
+        filter_pipe(model_path, header_name, exit_zero, max_size, sys.stdin.buffer)
+    if not paths:
+        raise fail("give messages to classify: PATH... ('-' for standard input), or --pipe")
     spam_filter, _ = load_filter(model_path)
     if len(spam_filter.classes) < 2:
         raise fail(f"the model knows only {spam_filter.classes}; train at least two classes")
@@ -530,7 +576,9 @@ def evaluate(
             raise fail(str(exc)) from None
         token_lists = tokenize_with_progress(spam_filter, items, "Reading")
         train_counts = [labels[i] for i in train_idx]
-        spam_filter.train_tokens([token_lists[i] for i in train_idx], train_counts)
+        train_tokens = [token_lists[i] for i in train_idx]
+        spam_filter.train_tokens(train_tokens, train_counts)
+        spam_filter.fit_calibration(train_tokens, train_counts)
         test_tokens = [token_lists[i] for i in test_idx]
         test_labels = [labels[i] for i in test_idx]
         protocol = {
@@ -560,6 +608,8 @@ def evaluate(
         )
     except ValueError as exc:
         raise fail(f"cannot evaluate: {exc}") from None
+    if log_odds is not None:
+        report["spam_score"] = spam_score_report(spam_filter, log_odds, test_labels)
     model = spam_filter.model
     protocol.update(
         description=description,
@@ -574,6 +624,83 @@ def evaluate(
     from .report import evaluation_report as render
 
     stdout_console().print(render(report))
+
+
+def filter_pipe(
+    model_path: Path | None, header_name: str, exit_zero: bool, max_size: int, stdin: Any
+) -> None:
+    """Write the message from stdin with a verdict header; exit with bogofilter's codes.
+
+    Mail is never lost: whatever fails (model, tokenizer, memory), the message is
+    written unchanged, one line goes to stderr, and the exit status is 3.
+    """
+    from .pipe import EXIT_CODES, EXIT_ERROR, insert_header, verdict_header
+
+    out = sys.stdout.buffer
+    data = b""
+    try:
+        data = stdin.read()
+        if not data:
+            raise ValueError("standard input is empty")
+        if len(data) > max_size:
+            value = verdict_header("Unscored", None, __version__, reason="too-large")
+            verdict = "Unscored"
+        else:
+            spam_filter, _ = load_filter(model_path)
+            if spam_filter.positive_class() is None:
+                raise ValueError(f"the model has no spam class ({spam_filter.classes})")
+            _proba, log_odds = spam_filter.score_tokens(spam_filter.tokenize([data]))
+            if log_odds is None:
+                raise ValueError("the model needs spam and at least one other class")
+            score = float(spam_filter.calibration.score(log_odds)[0])
+            verdict = spam_filter.calibration.verdict(score)
+            value = verdict_header(verdict, score, __version__)
+        filtered = insert_header(data, header_name, value)
+    except Exception as exc:  # noqa: BLE001 - whatever failed, the mail must get through
+        message = exc.format_message() if isinstance(exc, click.ClickException) else exc
+        pass_through(data, f"spamnb: {' '.join(str(message).split()) or type(exc).__name__}")
+    try:
+        out.write(filtered)
+        out.flush()
+    except OSError as exc:
+        click.echo(f"spamnb: cannot write the message: {exc.strerror or exc}", err=True)
+        sys.exit(EXIT_ERROR)
+    sys.exit(0 if exit_zero else EXIT_CODES[verdict])
+
+
+def pass_through(data: bytes, error: str) -> None:
+    """The failure path of --pipe: the message unchanged, one line on stderr, exit 3."""
+    from .pipe import EXIT_ERROR
+
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    finally:
+        click.echo(error, err=True)
+        sys.exit(EXIT_ERROR)
+
+
+def spam_score_report(
+    spam_filter: SpamFilter, log_odds: Any, test_labels: Sequence[str]
+) -> dict[str, Any]:
+    """How well the calibrated spam score and its unsure band did on the test mail."""
+    import numpy as np
+
+    from .scores import calibration as reliability
+
+    calibration = spam_filter.calibration
+    score = calibration.score(log_odds)
+    is_spam = np.asarray(test_labels, dtype=object) == spam_filter.positive_class()
+    unsure = (score > calibration.ham_cutoff) & (score < calibration.spam_cutoff)
+    return {
+        **calibration.to_dict(),
+        "calibration": reliability(np.maximum(score, 1 - score), (score >= 0.5) == is_spam),
+        "unsure": {"spam": int((unsure & is_spam).sum()), "ham": int((unsure & ~is_spam).sum())},
+        "spam_at_cutoff": int((score >= calibration.spam_cutoff)[is_spam].sum()),
+        "ham_at_cutoff": int((score <= calibration.ham_cutoff)[~is_spam].sum()),
+        "false_positives_at_cutoff": int((score >= calibration.spam_cutoff)[~is_spam].sum()),
+        "false_negatives_at_cutoff": int((score <= calibration.ham_cutoff)[is_spam].sum()),
+    }
 
 
 @main.command("top-odds")
@@ -660,3 +787,26 @@ def info(model_path: Path | None, as_json: bool) -> None:
     from .report import info_table
 
     stdout_console().print(info_table(details))
+
+
+def is_pipe_invocation(args: Sequence[str]) -> bool:
+    """Whether the command line asks for `classify --pipe` (however it is spelt)."""
+    if "classify" not in args:
+        return False
+    flags = args[args.index("classify") + 1 :]
+    short = any(a.startswith("-") and not a.startswith("--") and "p" in a[1:] for a in flags)
+    return "--pipe" in flags or short
+
+
+def entry() -> None:
+    """The `spamnb` command.  In pipe mode even a mistyped command line delivers the mail."""
+    args = sys.argv[1:]
+    if not is_pipe_invocation(args):
+        main(prog_name="spamnb")
+        return
+    try:
+        main.main(args, prog_name="spamnb", standalone_mode=False)
+    except click.ClickException as exc:
+        pass_through(sys.stdin.buffer.read(), f"spamnb: {exc.format_message()}")
+    except click.exceptions.Abort:
+        pass_through(sys.stdin.buffer.read(), "spamnb: aborted")

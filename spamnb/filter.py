@@ -14,9 +14,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from . import __version__
+from .calibration import Calibration, choose_cutoffs, fit_platt
 from .counts import Vocabulary, count_matrix
 from .model import NaiveBayes
-from .scores import predicted_columns
+from .scores import predicted_columns, stratified_folds
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
 
 __all__ = ["HAM", "SPAM", "SpamFilter"]
@@ -38,6 +39,7 @@ class SpamFilter:
     updated: str = field(default_factory=_now)
     # The spamnb version that last wrote the model's file.
     written_by: str = __version__
+    calibration: Calibration = field(default_factory=Calibration)
 
     @property
     def classes(self) -> list[str]:
@@ -80,6 +82,39 @@ class SpamFilter:
         if positive is None or len(self.classes) < 2:
             return proba, None
         return proba, self.model.log_odds_from_jll(jll, positive)
+
+    def fit_calibration(
+        self, token_lists: Sequence[Sequence[str]], labels: Sequence[str], folds: int = 5
+    ) -> bool:
+        """Refit the spam score's calibration on held-out folds of just-trained messages.
+
+        Each fold is scored by the model minus that fold's own counts (counts subtract
+        as they add), so every log-odds comes from a model that never saw the message,
+        at the cost of one extra scoring pass.  Returns False, keeping the old
+        calibration, when the messages are too few or lack a class.
+        """
+        positive = self.positive_class()
+        present = set(labels)
+        if positive is None or positive not in present or len(present) < 2:
+            return False
+        smallest = min(list(labels).count(c) for c in present)
+        folds = min(folds, smallest)
+        if folds < 2:
+            return False
+        X = self.vectorise(token_lists)
+        log_odds = np.empty(len(labels))
+        label_array = np.asarray(labels, dtype=object)
+        for _train, held_out in stratified_folds(labels, folds, seed=0):
+            without = self.model.copy()
+            without.add_counts(X[held_out], list(label_array[held_out]), sign=-1)
+            jll = without.joint_log_likelihood(X[held_out])
+            log_odds[held_out] = without.log_odds_from_jll(jll, positive)
+        is_spam = label_array == positive
+        slope, intercept = fit_platt(log_odds, is_spam)
+        fitted = Calibration(slope=slope, intercept=intercept, fitted_on=len(labels))
+        ham_cutoff, spam_cutoff = choose_cutoffs(fitted.score(log_odds), is_spam)
+        self.calibration = Calibration(slope, intercept, ham_cutoff, spam_cutoff, len(labels))
+        return True
 
     def predict_labels(self, proba: np.ndarray) -> list[str]:
         """The most probable class of each row; exact ties never go to spam."""

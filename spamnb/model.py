@@ -221,6 +221,12 @@ class NaiveBayes:
     def log_odds(self, X: sp.spmatrix, positive: str) -> np.ndarray:
         return self.log_odds_from_jll(self.joint_log_likelihood(X), positive)
 
+    def copy(self) -> NaiveBayes:
+        state = self.to_state()
+        for key in ("class_counts", "token_counts", "doc_counts"):
+            state[key] = state[key].copy()
+        return NaiveBayes.from_state(state)
+
     # -- state ----------------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:

@@ -102,6 +102,20 @@ def _summary_table(report: dict[str, Any]) -> Table:
     _add_row(table, "ROC AUC", _number(report["roc_auc"]))
     _add_row(table, "expected calibration error", _number(report["calibration"]["ece"]))
     _add_row(table, "Brier score", _number(report["calibration"]["brier"]))
+    score = report.get("spam_score")
+    if score:
+        band = f"{score['ham_cutoff']:.3f}-{score['spam_cutoff']:.3f}"
+        unsure = score["unsure"]
+        table.add_section()
+        _add_row(table, "calibrated spam score: ECE", _number(score["calibration"]["ece"]))
+        _add_row(table, "calibrated spam score: Brier", _number(score["calibration"]["brier"]))
+        _add_row(
+            table,
+            f"unsure (score {band})",
+            f"{unsure['spam']:,} spam, {unsure['ham']:,} ham",
+        )
+        _add_row(table, "ham called spam at the cut-off", f"{score['false_positives_at_cutoff']:,}")
+        _add_row(table, "spam called ham at the cut-off", f"{score['false_negatives_at_cutoff']:,}")
     return table
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import __version__
+from .calibration import Calibration
 from .counts import Vocabulary
 from .filter import SpamFilter
 from .model import NaiveBayes
@@ -52,6 +53,7 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         "tokenizer": spam_filter.settings.to_dict(),
         "vocabulary": spam_filter.vocabulary.tokens,
         "model": spam_filter.model.to_state(),
+        "calibration": spam_filter.calibration.to_dict(),
     }
 
 
@@ -70,7 +72,9 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
         model = NaiveBayes.from_state(payload["model"])
         vocabulary = Vocabulary(payload["vocabulary"])
         settings = TokenizerSettings.from_dict(payload["tokenizer"])
+        calibration = Calibration.from_dict(payload.get("calibration", {}))
         _check_consistent(model, vocabulary, payload["vocabulary"], settings)
+        _check_calibration(calibration)
         return SpamFilter(
             model=model,
             vocabulary=vocabulary,
@@ -78,10 +82,19 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
             created=str(payload["created"]),
             updated=str(payload["updated"]),
             written_by=str(payload["spamnb_version"]),
+            calibration=calibration,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise ModelFileError(f"{path} is a damaged spamnb model file ({detail})") from None
+
+
+def _check_calibration(calibration: Calibration) -> None:
+    values = calibration.to_dict()
+    if not all(isinstance(v, int | float) and np.isfinite(v) for v in values.values()):
+        raise ValueError("calibration parameters are not finite numbers")
+    if not 0 <= calibration.ham_cutoff <= calibration.spam_cutoff <= 1:
+        raise ValueError("calibration cut-offs are out of order")
 
 
 def _check_consistent(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -27,3 +28,20 @@ def assert_one_line_error(result: Result, *fragments: str) -> None:
     assert len(lines) == 1, result.stderr
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+# The added bytes: a header line with its line end, or (after a last header line that
+# had none) a line end and the header.
+ADDED = (
+    re.compile(rb"X-Spamnb: [^\r\n]*\r?\n"),
+    re.compile(rb"\r?\nX-Spamnb: [^\r\n]*"),
+)
+
+
+def without_added_header(output: bytes, original: bytes) -> bool:
+    """Whether removing one added header from ``output`` gives back ``original``."""
+    return any(
+        output[: m.start()] + output[m.end() :] == original
+        for pattern in ADDED
+        for m in pattern.finditer(output)
+    )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,8 @@ def _load_fetch():
         "spamnb_corpora_fetch", ROOT / "corpora" / "fetch.py"
     )
     module = importlib.util.module_from_spec(spec)
+    # dataclasses look their module up in sys.modules while the class is built.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 

@@ -149,6 +149,13 @@ def test_spamassassin_split_meets_the_accuracy_targets(real_corpus):
     assert report["baseline_accuracy"] == pytest.approx(1245 / 1814)
     assert report["accuracy"] >= 0.98
     assert report["roc_auc"] >= 0.995
+    # The calibrated spam score, fitted on held-out folds of the training part only.
+    score = report["spam_score"]
+    assert score["calibration"]["ece"] <= 0.02
+    assert score["calibration"]["ece"] < report["calibration"]["ece"]
+    assert 0 < score["ham_cutoff"] < score["spam_cutoff"] < 1
+    unsure = score["unsure"]["spam"] + score["unsure"]["ham"]
+    assert unsure < 0.1 * report["n"]
 
 
 @pytest.mark.corpus

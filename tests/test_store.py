@@ -194,3 +194,12 @@ def test_new_models_are_private(tmp_path, trained):
     path = tmp_path / "model.joblib"
     save(trained, path)
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+def test_calibration_round_trip(tmp_path, trained):
+    from spamnb.calibration import Calibration
+
+    trained.calibration = Calibration(0.03, -0.2, 0.25, 0.93, 100)
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+    assert load(path).calibration == trained.calibration

@@ -1,0 +1,116 @@
+"""A spam score people can read: Platt scaling of Naive Bayes log-odds.
+
+Naive Bayes multiplies per-token likelihoods as if tokens were independent; they are
+not, so the evidence of a long message is counted many times over and the posterior
+sits at 0 or 1.  Its log-odds still rank messages well, so a two-parameter logistic
+map score = 1 / (1 + exp(-(a * log_odds + b))), fitted on log-odds of messages the
+model did not train on, turns them into probabilities that mean what they say.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Calibration", "choose_cutoffs", "fit_platt"]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """score = sigmoid(slope * log_odds + intercept), with the unsure band's cut-offs."""
+
+    slope: float = 1.0
+    intercept: float = 0.0
+    ham_cutoff: float = 0.1
+    spam_cutoff: float = 0.9
+    # How many held-out messages the parameters were fitted on (0: never fitted).
+    fitted_on: int = 0
+
+    def score(self, log_odds: np.ndarray) -> np.ndarray:
+        z = self.slope * np.asarray(log_odds, dtype=np.float64) + self.intercept
+        with np.errstate(over="ignore"):
+            return 1.0 / (1.0 + np.exp(-z))
+
+    def verdict(self, score: float) -> str:
+        if score >= self.spam_cutoff:
+            return "Spam"
+        if score <= self.ham_cutoff:
+            return "Ham"
+        return "Unsure"
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            "slope": self.slope,
+            "intercept": self.intercept,
+            "ham_cutoff": self.ham_cutoff,
+            "spam_cutoff": self.spam_cutoff,
+            "fitted_on": self.fitted_on,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, float]) -> Calibration:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def fit_platt(
+    log_odds: np.ndarray, is_spam: np.ndarray, iterations: int = 100
+) -> tuple[float, float]:
+    """Slope and intercept minimising the log loss of sigmoid(a*s + b) (Newton's method).
+
+    The targets are Platt's smoothed ones, (n+ + 1)/(n+ + 2) and 1/(n- + 2), rather
+    than 1 and 0: with separable data the exact targets drive the slope to infinity,
+    which is the overconfidence this map exists to remove.
+    """
+    s = np.asarray(log_odds, dtype=np.float64)
+    y = np.asarray(is_spam, dtype=bool)
+    finite = np.isfinite(s)
+    s, y = s[finite], y[finite]
+    n_pos, n_neg = int(y.sum()), int((~y).sum())
+    if n_pos == 0 or n_neg == 0:
+        raise ValueError("calibration needs held-out messages of both classes")
+    target = np.where(y, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+    # Scale the log-odds for a well-conditioned start; undone at the end.
+    scale = max(float(np.std(s)), 1e-9)
+    x = s / scale
+    a, b = 1.0, 0.0
+    for _ in range(iterations):
+        z = a * x + b
+        p = 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+        w = np.maximum(p * (1 - p), 1e-12)
+        grad = np.array([np.dot(p - target, x), np.sum(p - target)])
+        hess = np.array([[np.dot(w, x * x), np.dot(w, x)], [np.dot(w, x), w.sum()]])
+        hess += np.eye(2) * 1e-9
+        step = np.linalg.solve(hess, grad)
+        a, b = a - step[0], b - step[1]
+        if np.abs(step).max() < 1e-10:
+            break
+    return float(a / scale), float(b)
+
+
+def choose_cutoffs(
+    scores: np.ndarray,
+    is_spam: np.ndarray,
+    max_false_positive_rate: float = 0.005,
+    max_false_negative_rate: float = 0.01,
+) -> tuple[float, float]:
+    """The unsure band (ham_cutoff, spam_cutoff) from held-out calibrated scores.
+
+    The spam cut-off is the lowest score at which at most ``max_false_positive_rate``
+    of the ham would be called spam; the ham cut-off the highest at which at most
+    ``max_false_negative_rate`` of the spam would be called ham.  Losing good mail is
+    the costly mistake, hence the tighter bound on that side.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(is_spam, dtype=bool)
+    ham, spam = np.sort(s[~y]), np.sort(s[y])
+    if len(ham) == 0 or len(spam) == 0:
+        raise ValueError("cut-offs need held-out messages of both classes")
+    allowed_fp = int(np.floor(max_false_positive_rate * len(ham)))
+    # Above the (allowed_fp + 1)-th highest ham score only allowed_fp hams remain.
+    spam_cutoff = float(np.nextafter(ham[-(allowed_fp + 1)], np.inf))
+    allowed_fn = int(np.floor(max_false_negative_rate * len(spam)))
+    ham_cutoff = float(np.nextafter(spam[allowed_fn], -np.inf))
+    spam_cutoff = min(max(spam_cutoff, 0.5), 0.99)
+    ham_cutoff = min(max(ham_cutoff, 0.001), 0.5)
+    return ham_cutoff, spam_cutoff

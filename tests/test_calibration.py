@@ -1,0 +1,79 @@
+"""Platt scaling of log-odds and the unsure band."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spamnb.calibration import Calibration, choose_cutoffs, fit_platt
+from spamnb.filter import SpamFilter
+
+
+def test_platt_recovers_a_known_logistic_map():
+    rng = np.random.default_rng(3)
+    log_odds = rng.normal(0, 40, size=20000)
+    # The true probability of spam is sigmoid(0.05 * s - 0.5): overconfident log-odds.
+    truth = 1 / (1 + np.exp(-(0.05 * log_odds - 0.5)))
+    is_spam = rng.random(20000) < truth
+    slope, intercept = fit_platt(log_odds, is_spam)
+    assert slope == pytest.approx(0.05, rel=0.1)
+    assert intercept == pytest.approx(-0.5, abs=0.1)
+
+
+def test_platt_stays_finite_on_separable_data():
+    log_odds = np.array([-50.0, -30, -20, 20, 40, 60])
+    slope, intercept = fit_platt(log_odds, log_odds > 0)
+    assert np.isfinite(slope) and np.isfinite(intercept) and slope > 0
+    score = Calibration(slope, intercept).score(log_odds)
+    # Smoothed targets: with 3 of each class no score is pushed past 4/5 or below 1/5.
+    assert score.max() < 0.9 and score.min() > 0.1
+
+
+def test_platt_needs_both_classes():
+    with pytest.raises(ValueError, match="both classes"):
+        fit_platt(np.array([1.0, 2.0]), np.array([True, True]))
+
+
+def test_cutoffs_bound_the_error_rates():
+    rng = np.random.default_rng(5)
+    ham = rng.beta(1, 8, size=2000)
+    spam = rng.beta(8, 1, size=1000)
+    scores = np.concatenate([ham, spam])
+    is_spam = np.concatenate([np.zeros(2000, bool), np.ones(1000, bool)])
+    ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam, 0.005, 0.01)
+    assert ham_cutoff < spam_cutoff
+    assert (ham >= spam_cutoff).sum() <= 10  # 0.5% of 2,000 ham
+    assert (spam <= ham_cutoff).sum() <= 10  # 1% of 1,000 spam
+
+
+def test_verdicts():
+    calibration = Calibration(ham_cutoff=0.2, spam_cutoff=0.9)
+    assert [calibration.verdict(s) for s in (0.1, 0.2, 0.5, 0.9, 0.95)] == [
+        "Ham",
+        "Ham",
+        "Unsure",
+        "Spam",
+        "Spam",
+    ]
+
+
+def test_fit_calibration_on_held_out_folds(sample_maildir):
+    messages, labels = [], []
+    for label in ("spam", "ham"):
+        for path in sorted((sample_maildir / label).glob("*/*")):
+            if not path.name.startswith("."):
+                messages.append(path.read_bytes())
+                labels.append(label)
+    spam_filter = SpamFilter()
+    token_lists = spam_filter.tokenize(messages)
+    spam_filter.train_tokens(token_lists, labels)
+    before = spam_filter.model.token_counts.copy()
+    assert spam_filter.fit_calibration(token_lists, labels)
+    # Scoring held-out folds must not change the model's counts.
+    assert np.array_equal(spam_filter.model.token_counts, before)
+    calibration = spam_filter.calibration
+    assert calibration.fitted_on == 60
+    assert calibration.slope > 0 and 0 <= calibration.ham_cutoff < calibration.spam_cutoff <= 1
+    # Too few messages of a class: the old calibration stays.
+    assert not spam_filter.fit_calibration(token_lists[:1], labels[:1])
+    assert spam_filter.calibration == calibration

@@ -1,0 +1,142 @@
+"""`spamnb classify --pipe`: the mail filter that never loses mail."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cli_helpers import run, without_added_header
+
+from spamnb import tokens
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, sample_maildir):
+    path = tmp_path_factory.mktemp("pipe") / "model.joblib"
+    result = run(
+        "train", "-m", path, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    assert result.exit_code == 0, result.output
+    return path
+
+
+def sample_messages(sample_maildir: Path, label: str) -> list[bytes]:
+    return [p.read_bytes() for p in sorted((sample_maildir / label / "cur").iterdir())]
+
+
+def test_verdicts_and_exit_codes(model, sample_maildir):
+    verdicts = {"spam": [], "ham": []}
+    for label in verdicts:
+        for message in sample_messages(sample_maildir, label)[:5]:
+            result = run("classify", "--pipe", "-m", model, input=message)
+            assert without_added_header(result.stdout_bytes, message)
+            header = next(
+                line for line in result.stdout_bytes.splitlines() if line.startswith(b"X-Spamnb:")
+            )
+            verdict = header.split(b" ")[1].rstrip(b",").decode()
+            assert result.exit_code == {"Spam": 0, "Ham": 1, "Unsure": 2}[verdict]
+            assert b"score=" in header and b"version=" in header
+            verdicts[label].append(verdict)
+    # The model trained on these messages: most should get their own verdict.
+    assert verdicts["spam"].count("Spam") >= 4 and verdicts["ham"].count("Ham") >= 4
+
+
+def test_exit_zero_and_header_name(model, sample_maildir):
+    message = sample_messages(sample_maildir, "spam")[0]
+    result = run(
+        "classify", "-p", "-m", model, "--exit-zero", "--header-name", "X-Junk", input=message
+    )
+    assert result.exit_code == 0
+    assert b"\nX-Junk: " in result.stdout_bytes
+    bad = run("classify", "-p", "-m", model, "--header-name", "Bad Name", input=message)
+    assert bad.exit_code != 0
+
+
+def test_too_large_messages_pass_unscored(model, sample_maildir):
+    message = sample_messages(sample_maildir, "ham")[0]
+    result = run("classify", "-p", "-m", model, "--max-size", "100", input=message)
+    assert result.exit_code == 1
+    assert b"X-Spamnb: Unscored, reason=too-large" in result.stdout_bytes
+    assert without_added_header(result.stdout_bytes.replace(b"X-Spamnb", b"X-Spamnb", 1), message)
+
+
+@pytest.mark.parametrize("problem", ["missing", "corrupt", "one-class"])
+def test_model_problems_pass_the_message_unchanged(tmp_path, sample_maildir, problem):
+    message = sample_messages(sample_maildir, "ham")[1]
+    path = tmp_path / "model.joblib"
+    if problem == "corrupt":
+        path.write_bytes(b"\x80\x04garbage")
+    elif problem == "one-class":
+        run("train", "-m", path, "--spam", sample_maildir / "spam")
+    result = run("classify", "--pipe", "-m", path, input=message)
+    assert result.exit_code == 3
+    assert result.stdout_bytes == message
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_tokenizer_crash_passes_the_message_unchanged(model, sample_maildir, monkeypatch):
+    def explode(*args, **kwargs):
+        raise MemoryError("simulated")
+
+    monkeypatch.setattr(tokens, "tokenize", explode)
+    monkeypatch.setattr("spamnb.filter.tokenize", explode)
+    message = sample_messages(sample_maildir, "spam")[2]
+    result = run("classify", "--pipe", "-m", model, input=message)
+    assert result.exit_code == 3 and result.stdout_bytes == message
+
+
+def test_empty_input_and_paths_with_pipe(model):
+    empty = run("classify", "--pipe", "-m", model, input=b"")
+    assert empty.exit_code == 3 and empty.stdout_bytes == b""
+
+
+def test_a_mistyped_command_line_still_delivers_the_mail(model, sample_maildir):
+    message = sample_messages(sample_maildir, "ham")[2]
+    for args in (["--no-such-option"], ["--max-size", "lots"], ["extra-path"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "spamnb", "classify", "--pipe", "-m", str(model), *args],
+            input=message,
+            capture_output=True,
+            check=False,
+        )
+        assert done.returncode == 3, args
+        assert done.stdout == message
+        assert len(done.stderr.decode().strip().splitlines()) == 1
+
+
+def broken_variants(message: bytes, rng: random.Random) -> list[bytes]:
+    cut = rng.randrange(1, len(message))
+    flipped = bytearray(message)
+    for _ in range(20):
+        flipped[rng.randrange(len(flipped))] = rng.randrange(256)
+    return [
+        message[:cut],
+        bytes(flipped),
+        message.replace(b"\n", b"\r\n"),
+        message.replace(b"boundary=", b"boundary=x", 1),
+        b"\x00" * 10 + message,
+        message.split(b"\n\n", 1)[0],
+        message.replace(b"charset=", b"charset=x-bogus-", 1),
+    ]
+
+
+@pytest.mark.corpus
+def test_never_lose_mail_on_real_corpus_messages(model, real_corpus):
+    corpus = real_corpus("spamassassin")
+    files = sorted(p for d in corpus["spam"] + corpus["ham"] for p in d.iterdir() if p.is_file())
+    rng = random.Random(7)
+    chosen = rng.sample(files, 150)
+    inputs = [p.read_bytes() for p in chosen]
+    for message in inputs[:30]:
+        inputs.extend(broken_variants(message, rng))
+    assert len(inputs) >= 300
+    for message in inputs:
+        result = run("classify", "--pipe", "-m", model, input=message)
+        assert result.exit_code in (0, 1, 2, 3)
+        if result.exit_code == 3:
+            assert result.stdout_bytes == message
+        else:
+            assert without_added_header(result.stdout_bytes, message), message[:200]

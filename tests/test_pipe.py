@@ -1,0 +1,89 @@
+"""Header insertion for pipe mode: one header added, every other byte kept."""
+
+from __future__ import annotations
+
+import email
+import email.policy
+
+from cli_helpers import without_added_header
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spamnb.pipe import insert_header, is_field_name, verdict_header
+
+
+def parsed_header(message: bytes) -> str | None:
+    return email.message_from_bytes(message, policy=email.policy.compat32).get("X-Spamnb")
+
+
+def test_lf_message_gets_the_header_at_the_end_of_its_header_block():
+    message = b"From: a@example.com\nSubject: hi\n\nbody line\n"
+    out = insert_header(message, "X-Spamnb", "Ham, v=1")
+    assert out == b"From: a@example.com\nSubject: hi\nX-Spamnb: Ham, v=1\n\nbody line\n"
+
+
+def test_crlf_message_keeps_crlf():
+    message = b"From: a@example.com\r\nSubject: hi\r\n\r\nbody\r\n"
+    out = insert_header(message, "X-Spamnb", "Spam")
+    assert out == b"From: a@example.com\r\nSubject: hi\r\nX-Spamnb: Spam\r\n\r\nbody\r\n"
+
+
+def test_mbox_from_line_and_folded_headers_stay_in_the_block():
+    message = b"From a@example.com Mon Jan  1 00:00:00 2024\nSubject: a\n long subject\n\nx\n"
+    out = insert_header(message, "X-Spamnb", "Ham")
+    assert out.endswith(b" long subject\nX-Spamnb: Ham\n\nx\n")
+    assert out.startswith(b"From a@example.com")
+
+
+def test_message_without_body_or_final_newline():
+    assert insert_header(b"Subject: x\n", "X-Spamnb", "Ham") == b"Subject: x\nX-Spamnb: Ham\n"
+    out = insert_header(b"Subject: x", "X-Spamnb", "Ham")
+    assert out == b"Subject: x\nX-Spamnb: Ham"
+    assert without_added_header(out, b"Subject: x")
+
+
+def test_broken_header_block_gets_the_header_where_parsers_still_see_it():
+    message = b"From: a@example.com\nthis line has no colon\nSubject: hi\n\nbody\n"
+    out = insert_header(message, "X-Spamnb", "Spam")
+    assert parsed_header(out) == "Spam"
+    assert without_added_header(out, message)
+
+
+def test_eight_bit_body_is_untouched():
+    message = b"Subject: caf\xe9\nContent-Type: text/plain; charset=latin-1\n\n\xe9\xe8\xff\x00\n"
+    out = insert_header(message, "X-Spamnb", "Ham")
+    assert without_added_header(out, message) and out.endswith(b"\n\n\xe9\xe8\xff\x00\n")
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=600))
+def test_any_bytes_lose_nothing(message):
+    out = insert_header(message, "X-Spamnb", "Unsure, score=0.5000, version=1")
+    assert len(out) > len(message)
+    assert without_added_header(out, message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"Subject: x", b"From a@b Mon", b" folded", b"", b"no colon here", b"To: y", b"\r"]
+        ),
+        max_size=8,
+    ),
+    st.sampled_from([b"\n", b"\r\n"]),
+    st.binary(max_size=50),
+)
+def test_header_like_inputs_lose_nothing(lines, eol, tail):
+    message = eol.join(lines) + tail
+    assert without_added_header(insert_header(message, "X-Spamnb", "Ham"), message)
+
+
+def test_field_names_and_values():
+    assert is_field_name("X-Spamnb") and is_field_name("X-My_Filter.1")
+    assert not is_field_name("") and not is_field_name("X Spam") and not is_field_name("X:Y")
+    assert not is_field_name("X-Späm")
+    assert verdict_header("Spam", 0.99871, "1.2") == "Spam, score=0.9987, version=1.2"
+    assert verdict_header("Unscored", None, "1.2", "too-large") == (
+        "Unscored, reason=too-large, version=1.2"
+    )
