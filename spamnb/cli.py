@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # Options that take several paths each, as in `--spam a b c --ham d`: shells expand
 # `--spam ~/Mail/junk/*` to many words, and users expect that to work.
-MULTI_PATH_OPTIONS = ("--spam", "--ham", "--label")
+MULTI_PATH_OPTIONS = ("--spam", "--ham", "--label", "--forget")
 
 
 class MultiPathCommand(click.Command):
@@ -122,7 +122,24 @@ def fail(message: str) -> click.ClickException:
 # ---------------------------------------------------------------------------
 
 
+def _remember_trust(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    ctx.meta["spamnb.trust_model"] = value
+
+
+def trusting() -> bool:
+    context = click.get_current_context(silent=True)
+    return bool(context and context.meta.get("spamnb.trust_model"))
+
+
 def model_option(func: Callable) -> Callable:
+    func = click.option(
+        "--trust-model",
+        is_flag=True,
+        expose_value=False,
+        callback=_remember_trust,
+        help="Load the model even if another user owns it or others may write it "
+        "(loading a model runs code in it).",
+    )(func)
     return click.option(
         "-m",
         "--model",
@@ -211,7 +228,7 @@ def load_filter(model_path: Path | None) -> tuple[SpamFilter, Path]:
 
     path = resolve_model_path(model_path)
     try:
-        spam_filter = load(path)
+        spam_filter = load(path, trust=trusting())
     except ModelFileError as exc:
         raise fail(str(exc)) from None
     if spam_filter.settings.version != TOKENIZER_VERSION:
@@ -347,6 +364,12 @@ def main() -> None:
 @labelled_path_options
 @reader_options
 @scoring_options
+@click.option(
+    "--forget",
+    multiple=True,
+    metavar="PATH...",
+    help="Take these messages back out of the model (they must have been trained).",
+)
 @click.option("--new", is_flag=True, help="Start a new model instead of adding to an existing one.")
 @json_option
 def train(
@@ -359,42 +382,66 @@ def train(
     event_model: str | None,
     alpha: float | None,
     min_count: int | None,
+    forget: tuple[str, ...],
     new: bool,
     as_json: bool,
 ) -> None:
     """Learn from mail labelled spam or ham.
 
     Adds to the model's counts when the model exists (unless --new), so you can
-    train on new mistakes without retraining from scratch.
+    train on new mistakes without retraining from scratch.  Each message is learnt
+    once: run it again on the same folders and only new mail is counted; a message
+    trained before under the other label is moved.
 
     \b
     Example:
       spamnb train -m model.joblib --spam ~/Maildir/.Junk --ham ~/Maildir
     """
-    from .filter import SpamFilter
-    from .store import ModelFileError, load, save
+    from .filter import SpamFilter, message_digest
+    from .store import ModelFileError, load, save, training_lock
 
     pairs = labelled_sources(spam, ham, label)
-    if not pairs:
-        raise fail("give mail to learn from: --spam PATH..., --ham PATH...")
+    check_stdin_once([path for _, path in pairs] + list(forget))
+    if not pairs and not forget:
+        raise fail("give mail to learn from: --spam PATH..., --ham PATH..., or --forget PATH...")
+    items, labels = read_labelled(pairs, mail_format, recursive)
+    forgotten_items, _ = read_labelled([("", p) for p in forget], mail_format, recursive)
     path = resolve_model_path(model_path)
     try:
-        spam_filter = SpamFilter() if new or not path.exists() else load(path)
-    except ModelFileError as exc:
-        raise fail(f"{exc} (use --new to replace it)") from None
-    apply_scoring_options(spam_filter, event_model, alpha, min_count)
-    items, labels = read_labelled(pairs, mail_format, recursive)
-    token_lists = tokenize_with_progress(spam_filter, items, "Learning")
-    spam_filter.train_tokens(token_lists, labels)
-    spam_filter.fit_calibration(token_lists, labels)
-    try:
-        size = save(spam_filter, path)
+        with training_lock(path):
+            # Read, add and write under the lock, so concurrent trainers add up.
+            try:
+                spam_filter = (
+                    SpamFilter() if new or not path.exists() else load(path, trust=trusting())
+                )
+            except ModelFileError as exc:
+                raise fail(f"{exc} (use --new to replace it)") from None
+            apply_scoring_options(spam_filter, event_model, alpha, min_count)
+            outcome: dict[str, Any] = {
+                "learned": 0,
+                "moved": 0,
+                "known": 0,
+                "forgotten": 0,
+                "unknown": 0,
+                "by_class": {},
+            }
+            if forgotten_items:
+                tokens = tokenize_with_progress(spam_filter, forgotten_items, "Forgetting")
+                digests = [message_digest(item.data) for item in forgotten_items]
+                outcome.update(spam_filter.forget(tokens, digests))
+            if items:
+                tokens = tokenize_with_progress(spam_filter, items, "Learning")
+                digests = [message_digest(item.data) for item in items]
+                outcome.update(spam_filter.learn(tokens, labels, digests))
+            size = save(spam_filter, path)
     except ModelFileError as exc:
         raise fail(str(exc)) from None
+    by_class = outcome.pop("by_class")
     summary = {
         "model": str(path),
+        **outcome,
         "classes": {
-            name: {"trained": labels.count(name), "total": int(total)}
+            name: {"trained": by_class.get(name, 0), "total": int(total)}
             for name, total in zip(spam_filter.classes, spam_filter.model.class_counts, strict=True)
         },
         "vocabulary": len(spam_filter.vocabulary),
@@ -402,10 +449,29 @@ def train(
     }
     if as_json:
         print_json(summary)
-        return
-    from .report import training_summary
+    elif not sys.stdout.isatty():
+        # For cron mail and logs: one line, no table.
+        click.echo(one_line_summary(summary))
+    else:
+        from .report import training_summary
 
-    stdout_console().print(training_summary(summary))
+        stdout_console().print(training_summary(summary))
+
+
+def one_line_summary(summary: dict[str, Any]) -> str:
+    totals = ", ".join(f"{c['total']:,} {name}" for name, c in summary["classes"].items())
+    return (
+        f"spamnb: learned {summary['learned']:,}, moved {summary['moved']:,}, "
+        f"skipped {summary['known']:,} known, forgot {summary['forgotten']:,}; "
+        f"model {display_path(summary['model'])} has {totals or 'no'} messages, "
+        f"{summary['vocabulary']:,} tokens"
+    )
+
+
+def display_path(path: str) -> str:
+    from .mail import display_source
+
+    return display_source(path)
 
 
 DEFAULT_MAX_SIZE = 1024 * 1024

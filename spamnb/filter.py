@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,10 +21,27 @@ from .model import NaiveBayes
 from .scores import predicted_columns, stratified_folds
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
 
-__all__ = ["HAM", "SPAM", "SpamFilter"]
+__all__ = ["HAM", "SPAM", "SpamFilter", "message_digest"]
 
 SPAM = "spam"
 HAM = "ham"
+
+
+def message_digest(data: bytes) -> str:
+    """What identifies a message for "trained before?": its Message-ID and its body.
+
+    Headers are left out because they change after delivery (the verdict header,
+    a mail client's Status: flags), and the message must still be recognised when
+    filed again from the junk folder; the Message-ID tells apart identical bodies.
+    """
+    import hashlib
+
+    from .mail import message_id
+    from .pipe import header_block_end
+
+    body = data[header_block_end(data) :].lstrip(b"\r\n")
+    identity = (message_id(data) or "").encode("utf-8", "replace")
+    return hashlib.blake2b(identity + b"\0" + body, digest_size=16).hexdigest()
 
 
 def _now() -> str:
@@ -40,6 +58,9 @@ class SpamFilter:
     # The spamnb version that last wrote the model's file.
     written_by: str = __version__
     calibration: Calibration = field(default_factory=Calibration)
+    # Digest of every message trained through learn(), with its class: so that a
+    # message is never counted twice and can be moved to another class or forgotten.
+    trained: dict[str, str] = field(default_factory=dict)
 
     @property
     def classes(self) -> list[str]:
@@ -64,6 +85,65 @@ class SpamFilter:
 
     def train(self, messages: Sequence[bytes], labels: Sequence[str]) -> None:
         self.train_tokens(self.tokenize(messages), labels)
+
+    def learn(
+        self,
+        token_lists: Sequence[Sequence[str]],
+        labels: Sequence[str],
+        digests: Sequence[str],
+    ) -> dict[str, Any]:
+        """Train messages not trained before; move those trained with another label.
+
+        Returns counts of what happened: ``learned``, ``moved`` and ``known`` (already
+        trained with the same label, so skipped), and ``by_class``: messages counted
+        now per class (learned or moved there).  The calibration is refitted on the
+        messages learned now.
+        """
+        add: dict[str, int] = {}  # digest -> row, so a repeat in this batch wins once
+        moved: list[tuple[int, str]] = []
+        known = 0
+        for i, (digest, label) in enumerate(zip(digests, labels, strict=True)):
+            if digest in add:
+                if labels[add[digest]] == label:
+                    known += 1
+                else:
+                    add[digest] = i  # the later label wins; nothing was counted yet
+                continue
+            before = self.trained.get(digest)
+            if before == label:
+                known += 1
+                continue
+            if before is not None:
+                moved.append((i, before))
+            add[digest] = i
+        for digest, i in add.items():
+            self.trained[digest] = labels[i]
+        if moved:
+            X = self.vectorise([token_lists[i] for i, _ in moved])
+            self.model.add_counts(X, [before for _, before in moved], sign=-1)
+        rows = sorted(add.values())
+        new_tokens = [token_lists[i] for i in rows]
+        new_labels = [labels[i] for i in rows]
+        if add:
+            self.train_tokens(new_tokens, new_labels)
+            self.fit_calibration(new_tokens, new_labels)
+        return {
+            "learned": len(add) - len(moved),
+            "moved": len(moved),
+            "known": known,
+            "by_class": {c: new_labels.count(c) for c in dict.fromkeys(new_labels)},
+        }
+
+    def forget(
+        self, token_lists: Sequence[Sequence[str]], digests: Sequence[str]
+    ) -> dict[str, int]:
+        """Remove trained messages' counts; returns ``forgotten`` and ``unknown`` counts."""
+        rows = [i for i, digest in enumerate(digests) if digest in self.trained]
+        if rows:
+            X = self.vectorise([token_lists[i] for i in rows])
+            self.model.add_counts(X, [self.trained.pop(digests[i]) for i in rows], sign=-1)
+            self.updated = _now()
+        return {"forgotten": len(rows), "unknown": len(digests) - len(rows)}
 
     def vectorise(self, token_lists: Sequence[Sequence[str]]) -> sp.csr_matrix:
         return count_matrix(token_lists, self.vocabulary, grow=False)

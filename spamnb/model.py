@@ -101,6 +101,12 @@ class NaiveBayes:
         self.token_counts[:, :n] += (indicator @ X).toarray()
         self.doc_counts[:, :n] += (indicator @ present).toarray()
         self.class_counts += np.bincount(rows, minlength=len(self.classes)) * sign
+        if sign < 0:
+            # A message forgotten after a tokenizer change may take back tokens it never
+            # added; counts stay counts.
+            np.maximum(self.token_counts, 0, out=self.token_counts)
+            np.maximum(self.doc_counts, 0, out=self.doc_counts)
+            np.maximum(self.class_counts, 0, out=self.class_counts)
 
     def fit(self, X: sp.spmatrix, labels: Sequence[str]) -> NaiveBayes:
         """Forget all counts, then count ``X``."""

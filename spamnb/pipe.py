@@ -12,6 +12,7 @@ import re
 __all__ = [
     "EXIT_CODES",
     "EXIT_ERROR",
+    "header_block_end",
     "header_insertion",
     "insert_header",
     "is_field_name",
@@ -25,7 +26,7 @@ EXIT_ERROR = 3
 _FIELD_RE = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
 
 
-def _header_end(message: bytes) -> int:
+def header_block_end(message: bytes) -> int:
     """Offset just past the last line of the header block as a mail parser reads it.
 
     The block ends at the first empty line, or at the first line that is neither a
@@ -58,7 +59,7 @@ def is_field_name(name: str) -> bool:
 def header_insertion(message: bytes, name: str, value: str) -> tuple[int, bytes]:
     """Where the header goes and the exact bytes inserted there."""
     eol = b"\r\n" if b"\r\n" in message[: message.find(b"\n") + 1 or len(message)] else b"\n"
-    at = _header_end(message)
+    at = header_block_end(message)
     line = f"{name}: {value}".encode("ascii") + eol
     if at > 0 and not message[:at].endswith(b"\n"):
         # The last header line has no line end (a message of headers only): end it first.

@@ -65,6 +65,14 @@ def training_summary(summary: dict[str, Any]) -> Table:
     for label, counts in summary["classes"].items():
         _add_row(table, label, f"{counts['trained']:,}", f"{counts['total']:,}")
     table.add_section()
+    for key, what in (
+        ("known", "already known, skipped"),
+        ("moved", "moved to another class"),
+        ("forgotten", "forgotten"),
+        ("unknown", "not known, not forgotten"),
+    ):
+        if summary.get(key):
+            _add_row(table, what, f"{summary[key]:,}", "")
     _add_row(table, "vocabulary", "", f"{summary['vocabulary']:,} tokens")
     _add_row(table, "model size", "", human_size(summary["model_bytes"]))
     return table

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +56,7 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         "vocabulary": spam_filter.vocabulary.tokens,
         "model": spam_filter.model.to_state(),
         "calibration": spam_filter.calibration.to_dict(),
+        "trained": spam_filter.trained,
     }
 
 
@@ -83,10 +86,19 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
             updated=str(payload["updated"]),
             written_by=str(payload["spamnb_version"]),
             calibration=calibration,
+            trained=_checked_trained(payload.get("trained", {}), model.classes),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise ModelFileError(f"{path} is a damaged spamnb model file ({detail})") from None
+
+
+def _checked_trained(trained: object, classes: list[str]) -> dict[str, str]:
+    if not isinstance(trained, dict) or not all(
+        isinstance(k, str) and v in classes for k, v in trained.items()
+    ):
+        raise ValueError("the record of trained messages is not digest -> class")
+    return trained
 
 
 def _check_calibration(calibration: Calibration) -> None:
@@ -120,7 +132,14 @@ def _check_consistent(
             raise ValueError(f"tokenizer setting {name}={value!r}")
 
 
-def load(path: Path) -> SpamFilter:
+def load(path: Path, *, trust: bool = False) -> SpamFilter:
+    """Read a model file.
+
+    Unpickling runs code named in the file, so a model file is a program: unless
+    ``trust`` is set, refuse one that another user owns or that others may write,
+    since anyone who can change it can make spamnb run anything.  The checks are
+    made on the open file, so the file cannot be swapped between check and load.
+    """
     import joblib
 
     path = Path(path)
@@ -129,12 +148,53 @@ def load(path: Path) -> SpamFilter:
     if path.is_dir():
         raise ModelFileError(f"{path} is a directory, not a model file")
     try:
-        payload = joblib.load(path)
+        with open(path, "rb") as stream:
+            if not trust:
+                check_trusted(os.fstat(stream.fileno()), path)
+            payload = joblib.load(stream)
+    except ModelFileError:
+        raise
     except OSError as exc:
         raise ModelFileError(f"cannot read model {path}: {exc.strerror or exc}") from None
     except Exception:  # noqa: BLE001 - truncated or foreign files fail in many ways inside pickle
         raise ModelFileError(f"{path} is not a spamnb model file, or it is damaged") from None
     return from_payload(payload, path)
+
+
+def check_trusted(status: os.stat_result, path: Path) -> None:
+    if status.st_uid != os.getuid():
+        raise ModelFileError(
+            f"{path} belongs to another user; loading it would run their code "
+            "(use --trust-model if you trust it)"
+        )
+    if status.st_mode & 0o022:
+        raise ModelFileError(
+            f"{path} is writable by others, who could make spamnb run their code; "
+            f"chmod go-w it (or use --trust-model)"
+        )
+
+
+@contextmanager
+def training_lock(path: Path) -> Iterator[None]:
+    """Serialise writers of one model (readers never wait: they see whole files).
+
+    Two trainers that each read, add and write would lose one's counts; an advisory
+    lock on a companion file makes the second wait for the first.  The lock file is
+    never deleted, as deleting it would let a third trainer lock a new inode.
+    """
+    import fcntl
+
+    path = Path(os.path.realpath(path))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise ModelFileError(f"cannot lock model {path}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def save(spam_filter: SpamFilter, path: Path) -> int:

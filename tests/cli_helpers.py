@@ -15,8 +15,8 @@ def run(*args: str | Path, input: bytes | None = None) -> Result:
     return CliRunner().invoke(main, [str(a) for a in args], input=input, catch_exceptions=False)
 
 
-def run_json(*args: str | Path) -> dict:
-    result = run(*args, "--json")
+def run_json(*args: str | Path, input: bytes | None = None) -> dict:
+    result = run(*args, "--json", input=input)
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 

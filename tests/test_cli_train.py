@@ -36,10 +36,35 @@ def test_train_prints_a_summary_and_writes_the_model(tmp_path, sample_maildir):
         "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
     )
     assert result.exit_code == 0, result.output
-    assert "spam" in result.stdout and "ham" in result.stdout and "vocabulary" in result.stdout
+    # Not a terminal (cron, a log): one line.
+    (line,) = result.stdout.splitlines()
+    assert line.startswith("spamnb: learned 60,") and "30 spam, 30 ham" in line
     spam_filter = load(model)
     assert set(spam_filter.classes) == {"spam", "ham"}
-    assert spam_filter.model.class_counts.sum() >= 50
+    assert spam_filter.model.class_counts.sum() == 60
+
+
+def test_the_terminal_summary_table():
+    from rich.console import Console
+
+    from spamnb.report import training_summary
+
+    console = Console(record=True, width=80)
+    summary = {
+        "model": "m.joblib",
+        "classes": {"spam": {"trained": 3, "total": 10}, "ham": {"trained": 0, "total": 7}},
+        "known": 4,
+        "moved": 1,
+        "forgotten": 0,
+        "unknown": 0,
+        "vocabulary": 1234,
+        "model_bytes": 5000,
+    }
+    console.print(training_summary(summary))
+    text = console.export_text()
+    for expected in ("spam", "10", "already known, skipped", "moved", "1,234 tokens", "5.0 kB"):
+        assert expected in text
+    assert "forgotten" not in text
 
 
 def test_train_json_summary_counts_every_message(tmp_path, sample_maildir, sample_mbox):
@@ -66,16 +91,52 @@ def test_train_json_summary_counts_every_message(tmp_path, sample_maildir, sampl
     assert again["classes"]["ham"]["trained"] == ham_n
 
 
-def test_training_again_adds_counts_and_new_starts_over(tmp_path, sample_maildir):
+def test_training_again_learns_only_new_mail_and_new_starts_over(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
-    first = run_json("train", "-m", model, "--spam", sample_maildir / "spam")
+    first = run_json("train", "-m", model, "--spam", sample_maildir / "spam" / "cur")
+    assert first["learned"] == 28
     second = run_json(
         "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
     )
-    n = first["classes"]["spam"]["total"]
-    assert second["classes"]["spam"]["total"] == 2 * n
+    # The 28 in cur/ are known; the 2 spam in new/ and the 30 ham are new.
+    assert (second["learned"], second["known"]) == (32, 28)
+    assert second["classes"]["spam"] == {"trained": 2, "total": 30}
+    assert second["classes"]["ham"] == {"trained": 30, "total": 30}
     fresh = run_json("train", "--new", "-m", model, "--ham", sample_maildir / "ham")
-    assert list(fresh["classes"]) == ["ham"]
+    assert list(fresh["classes"]) == ["ham"] and fresh["learned"] == 30
+
+
+def test_a_message_trained_again_with_the_other_label_moves(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    before = load(model).model.token_counts.copy()
+    ham_message = sorted((sample_maildir / "ham" / "cur").iterdir())[0]
+    moved = run_json("train", "-m", model, "--spam", ham_message)
+    assert (moved["moved"], moved["learned"]) == (1, 0)
+    assert moved["classes"]["spam"]["total"] == 31 and moved["classes"]["ham"]["total"] == 29
+    # Moving it back restores the counts exactly.
+    back = run_json("train", "-m", model, "--ham", ham_message)
+    assert back["moved"] == 1
+    assert (load(model).model.token_counts == before).all()
+
+
+def test_forget_takes_messages_back_out(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    outcome = run_json("train", "-m", model, "--forget", sample_maildir / "spam" / "new")
+    assert (outcome["forgotten"], outcome["unknown"]) == (2, 0)
+    assert outcome["classes"]["spam"]["total"] == 28
+    again = run_json("train", "-m", model, "--forget", sample_maildir / "spam" / "new")
+    assert (again["forgotten"], again["unknown"]) == (0, 2)
+
+
+def test_the_verdict_header_does_not_change_what_a_message_is(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    message = sorted((sample_maildir / "spam" / "cur").iterdir())[0].read_bytes()
+    run("train", "-m", model, "--spam", "-", input=message)
+    filtered = message.replace(b"\nSubject:", b"\nX-Spamnb: Ham, score=0.1\nSubject:", 1)
+    assert filtered != message
+    assert run_json("train", "-m", model, "--spam", "-", input=filtered)["known"] == 1
 
 
 def test_one_flag_takes_several_paths(tmp_path, sample_maildir):
