@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SAMPLE := corpora/sample/maildir
 DEMO_MODEL := build/demo/model.joblib
 
-.PHONY: install demo test lint format clean
+.PHONY: install demo test lint format bench clean
 
 install: $(STAMP)
 
@@ -26,6 +26,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+# Speed against peers measured in the same run (prints ratios; see bench/).
+bench: $(STAMP)
+	$(BIN)/python bench/pipe_latency.py
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

@@ -32,13 +32,6 @@ class Calibration:
         with np.errstate(over="ignore"):
             return 1.0 / (1.0 + np.exp(-z))
 
-    def verdict(self, score: float) -> str:
-        if score >= self.spam_cutoff:
-            return "Spam"
-        if score <= self.ham_cutoff:
-            return "Ham"
-        return "Unsure"
-
     def to_dict(self) -> dict[str, float]:
         return {
             "slope": self.slope,

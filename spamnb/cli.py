@@ -217,7 +217,7 @@ def json_option(func: Callable) -> Callable:
 
 
 def resolve_model_path(model_path: Path | None) -> Path:
-    from .store import default_model_path
+    from .paths import default_model_path
 
     return model_path if model_path is not None else default_model_path()
 
@@ -474,9 +474,6 @@ def display_path(path: str) -> str:
     return display_source(path)
 
 
-DEFAULT_MAX_SIZE = 1024 * 1024
-
-
 def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     from .pipe import is_field_name
 
@@ -506,7 +503,7 @@ def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--max-size",
     type=click.IntRange(min=1),
-    default=DEFAULT_MAX_SIZE,
+    default=1024 * 1024,
     show_default=True,
     help="With --pipe, pass larger messages through unscored (marked so).",
 )
@@ -695,55 +692,20 @@ def evaluate(
 def filter_pipe(
     model_path: Path | None, header_name: str, exit_zero: bool, max_size: int, stdin: Any
 ) -> None:
-    """Write the message from stdin with a verdict header; exit with bogofilter's codes.
+    from .pipe import run
 
-    Mail is never lost: whatever fails (model, tokenizer, memory), the message is
-    written unchanged, one line goes to stderr, and the exit status is 3.
-    """
-    from .pipe import EXIT_CODES, EXIT_ERROR, insert_header, verdict_header
-
-    out = sys.stdout.buffer
-    data = b""
-    try:
-        data = stdin.read()
-        if not data:
-            raise ValueError("standard input is empty")
-        if len(data) > max_size:
-            value = verdict_header("Unscored", None, __version__, reason="too-large")
-            verdict = "Unscored"
-        else:
-            spam_filter, _ = load_filter(model_path)
-            if spam_filter.positive_class() is None:
-                raise ValueError(f"the model has no spam class ({spam_filter.classes})")
-            _proba, log_odds = spam_filter.score_tokens(spam_filter.tokenize([data]))
-            if log_odds is None:
-                raise ValueError("the model needs spam and at least one other class")
-            score = float(spam_filter.calibration.score(log_odds)[0])
-            verdict = spam_filter.calibration.verdict(score)
-            value = verdict_header(verdict, score, __version__)
-        filtered = insert_header(data, header_name, value)
-    except Exception as exc:  # noqa: BLE001 - whatever failed, the mail must get through
-        message = exc.format_message() if isinstance(exc, click.ClickException) else exc
-        pass_through(data, f"spamnb: {' '.join(str(message).split()) or type(exc).__name__}")
-    try:
-        out.write(filtered)
-        out.flush()
-    except OSError as exc:
-        click.echo(f"spamnb: cannot write the message: {exc.strerror or exc}", err=True)
-        sys.exit(EXIT_ERROR)
-    sys.exit(0 if exit_zero else EXIT_CODES[verdict])
-
-
-def pass_through(data: bytes, error: str) -> None:
-    """The failure path of --pipe: the message unchanged, one line on stderr, exit 3."""
-    from .pipe import EXIT_ERROR
-
-    try:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    finally:
-        click.echo(error, err=True)
-        sys.exit(EXIT_ERROR)
+    sys.exit(
+        run(
+            stdin,
+            sys.stdout.buffer,
+            sys.stderr,
+            resolve_model_path(model_path),
+            header_name=header_name,
+            exit_zero=exit_zero,
+            max_size=max_size,
+            trust=trusting(),
+        )
+    )
 
 
 def spam_score_report(
@@ -853,26 +815,3 @@ def info(model_path: Path | None, as_json: bool) -> None:
     from .report import info_table
 
     stdout_console().print(info_table(details))
-
-
-def is_pipe_invocation(args: Sequence[str]) -> bool:
-    """Whether the command line asks for `classify --pipe` (however it is spelt)."""
-    if "classify" not in args:
-        return False
-    flags = args[args.index("classify") + 1 :]
-    short = any(a.startswith("-") and not a.startswith("--") and "p" in a[1:] for a in flags)
-    return "--pipe" in flags or short
-
-
-def entry() -> None:
-    """The `spamnb` command.  In pipe mode even a mistyped command line delivers the mail."""
-    args = sys.argv[1:]
-    if not is_pipe_invocation(args):
-        main(prog_name="spamnb")
-        return
-    try:
-        main.main(args, prog_name="spamnb", standalone_mode=False)
-    except click.ClickException as exc:
-        pass_through(sys.stdin.buffer.read(), f"spamnb: {exc.format_message()}")
-    except click.exceptions.Abort:
-        pass_through(sys.stdin.buffer.read(), "spamnb: aborted")

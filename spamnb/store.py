@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -23,26 +23,22 @@ from .calibration import Calibration
 from .counts import Vocabulary
 from .filter import SpamFilter
 from .model import NaiveBayes
+from .paths import ModelFileError, check_trusted, default_model_path, table_path
 from .tokens import TokenizerSettings
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "ModelFileError", "default_model_path", "load", "save"]
+__all__ = [
+    "FORMAT_NAME",
+    "FORMAT_VERSION",
+    "ModelFileError",
+    "default_model_path",
+    "load",
+    "save",
+    "training_lock",
+]
 
 FORMAT_NAME = "spamnb-model"
 # Bump when a reader of the previous version could misread the new file.
 FORMAT_VERSION = 1
-
-
-class ModelFileError(Exception):
-    """A model file that cannot be read or written; str(exc) is one line."""
-
-
-def default_model_path(environ: dict[str, str] | None = None) -> Path:
-    """$SPAMNB_MODEL, else $XDG_DATA_HOME/spamnb/model.joblib (~/.local/share by default)."""
-    env = os.environ if environ is None else environ
-    if env.get("SPAMNB_MODEL"):
-        return Path(env["SPAMNB_MODEL"]).expanduser()
-    data_home = env.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data_home).expanduser() / "spamnb" / "model.joblib"
 
 
 def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
@@ -161,19 +157,6 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
     return from_payload(payload, path)
 
 
-def check_trusted(status: os.stat_result, path: Path) -> None:
-    if status.st_uid != os.getuid():
-        raise ModelFileError(
-            f"{path} belongs to another user; loading it would run their code "
-            "(use --trust-model if you trust it)"
-        )
-    if status.st_mode & 0o022:
-        raise ModelFileError(
-            f"{path} is writable by others, who could make spamnb run their code; "
-            f"chmod go-w it (or use --trust-model)"
-        )
-
-
 @contextmanager
 def training_lock(path: Path) -> Iterator[None]:
     """Serialise writers of one model (readers never wait: they see whole files).
@@ -198,23 +181,40 @@ def training_lock(path: Path) -> Iterator[None]:
 
 
 def save(spam_filter: SpamFilter, path: Path) -> int:
-    """Write the model atomically; returns its size in bytes.
+    """Write the model atomically, then its pipe scoring table; returns the model's size.
 
     A symlinked model is updated where the link points, and an existing model keeps
     its permissions; a new one is private (0600), since its tokens come from your mail.
     """
     import joblib
 
+    from .table import encode_table, table_arrays
+
     path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = path.stat().st_mode & 0o777 if path.exists() else None
+    except OSError as exc:
+        raise ModelFileError(f"cannot write model {path}: {exc.strerror or exc}") from None
+    _write_atomically(path, lambda stream: joblib.dump(to_payload(spam_filter), stream), mode)
+    table = table_arrays(spam_filter)
+    table_file = Path(table_path(path))
+    if table is None:
+        table_file.unlink(missing_ok=True)
+    else:
+        encoded = encode_table(*table)
+        _write_atomically(table_file, lambda stream: stream.write(encoded), mode)
+    return path.stat().st_size
+
+
+def _write_atomically(path: Path, write: Callable[[BinaryIO], object], mode: int | None) -> None:
+    try:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
         raise ModelFileError(f"cannot write model {path}: {exc.strerror or exc}") from None
     try:
         with os.fdopen(fd, "wb") as tmp:
-            joblib.dump(to_payload(spam_filter), tmp)
+            write(tmp)
             tmp.flush()
             if mode is not None:
                 os.fchmod(tmp.fileno(), mode)
@@ -227,7 +227,6 @@ def save(spam_filter: SpamFilter, path: Path) -> int:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
-    return path.stat().st_size
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -17,12 +17,10 @@ import codecs
 import email
 import email.header
 import email.message
-import email.policy
 import math
 import re
+from collections import namedtuple
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
-from html.parser import HTMLParser
 
 __all__ = ["DEFAULT_SETTINGS", "TOKENIZER_VERSION", "TokenizerSettings", "tokenize"]
 
@@ -32,31 +30,33 @@ __all__ = ["DEFAULT_SETTINGS", "TOKENIZER_VERSION", "TokenizerSettings", "tokeni
 TOKENIZER_VERSION = 1
 
 
-@dataclass(frozen=True)
-class TokenizerSettings:
-    """What the tokenizer emits; stored in the model so training and scoring agree."""
+# What the tokenizer emits; stored in the model so training and scoring agree.
+# - version: the tokenizer that trained the model (set by the model file, not users).
+# - min_word_length: shorter words are dropped: two-letter words are mostly stop words
+#   and markup residue, and on the SpamAssassin corpus keeping them added noise.
+# - max_word_length: longer words become one coarse ``skip:`` token (first character
+#   and length in tens).  SpamBayes reported that a cap near 12 loses almost nothing
+#   while it stops base64 residue, hashes and encoded URLs flooding the vocabulary.
+# - max_text_chars: a message's body is cut here before tokenizing: spam cannot buy
+#   time with size, and the first 100 kB of text carry all the evidence in practice.
+# A named tuple rather than a dataclass: importing dataclasses costs the pipe filter's
+# start-up several milliseconds.
+_SettingsFields = namedtuple(
+    "_SettingsFields",
+    ["version", "min_word_length", "max_word_length", "max_text_chars"],
+    defaults=(TOKENIZER_VERSION, 3, 12, 100_000),
+)
 
-    # The tokenizer that trained the model (set by the model file, not by users).
-    version: int = TOKENIZER_VERSION
 
-    # Words shorter than this are dropped: two-letter words are mostly stop words and
-    # markup residue, and on the SpamAssassin corpus keeping them added noise.
-    min_word_length: int = 3
-    # Longer words become one coarse ``skip:`` token (first character and length in
-    # tens).  SpamBayes reported that a cap near 12 loses almost nothing while it
-    # stops base64 residue, hashes and encoded URLs from flooding the vocabulary.
-    max_word_length: int = 12
-    # A message's body is cut here before tokenizing: spam cannot buy time with size,
-    # and the first 100 kB of text carry all the evidence in practice.
-    max_text_chars: int = 100_000
+class TokenizerSettings(_SettingsFields):
+    __slots__ = ()
 
     def to_dict(self) -> dict[str, int]:
-        return asdict(self)
+        return dict(self._asdict())
 
     @classmethod
     def from_dict(cls, data: dict[str, int]) -> TokenizerSettings:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
+        return cls(**{k: v for k, v in data.items() if k in cls._fields})
 
 
 DEFAULT_SETTINGS = TokenizerSettings()
@@ -158,48 +158,60 @@ def _plain_urls(text: str) -> Iterator[str]:
 # ---------------------------------------------------------------------------
 
 
-class _HtmlText(HTMLParser):
-    """Collects the visible text of an HTML part and the hosts of its links.
+_html_parser_class = None
 
-    Tags never become words ("font", "td", "nbsp" would otherwise dominate every HTML
-    message); only what a reader sees, plus what a link points to, counts.
-    """
 
-    _INVISIBLE = frozenset({"script", "style", "head", "title"})
-    _BREAKS = frozenset({"p", "br", "div", "tr", "td", "li", "table", "h1", "h2", "h3"})
+def _html_parser() -> object:
+    """A parser for one HTML part (html.parser is imported only when mail has HTML)."""
+    global _html_parser_class
+    if _html_parser_class is None:
+        from html.parser import HTMLParser
 
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.chunks: list[str] = []
-        self.links: list[tuple[str, str]] = []
-        self.tags = 0
-        self._hidden_depth = 0
+        class _HtmlText(HTMLParser):
+            """Collects the visible text of an HTML part and the hosts of its links.
 
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags += 1
-        if tag in self._INVISIBLE:
-            self._hidden_depth += 1
-        if tag in self._BREAKS:
-            self.chunks.append(" ")
-        for name, value in attrs:
-            if value and name in ("href", "src", "action", "background"):
-                match = _URL_RE.search(value)
-                if match:
-                    self.links.append((match.group(1), match.group(2)))
+            Tags never become words ("font", "td", "nbsp" would otherwise dominate every HTML
+            message); only what a reader sees, plus what a link points to, counts.
+            """
 
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._INVISIBLE and self._hidden_depth:
-            self._hidden_depth -= 1
-        if tag in self._BREAKS:
-            self.chunks.append(" ")
+            _INVISIBLE = frozenset({"script", "style", "head", "title"})
+            _BREAKS = frozenset({"p", "br", "div", "tr", "td", "li", "table", "h1", "h2", "h3"})
 
-    def handle_data(self, data: str) -> None:
-        if not self._hidden_depth:
-            self.chunks.append(data)
+            def __init__(self) -> None:
+                super().__init__(convert_charrefs=True)
+                self.chunks: list[str] = []
+                self.links: list[tuple[str, str]] = []
+                self.tags = 0
+                self._hidden_depth = 0
+
+            def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+                self.tags += 1
+                if tag in self._INVISIBLE:
+                    self._hidden_depth += 1
+                if tag in self._BREAKS:
+                    self.chunks.append(" ")
+                for name, value in attrs:
+                    if value and name in ("href", "src", "action", "background"):
+                        match = _URL_RE.search(value)
+                        if match:
+                            self.links.append((match.group(1), match.group(2)))
+
+            def handle_endtag(self, tag: str) -> None:
+                if tag in self._INVISIBLE and self._hidden_depth:
+                    self._hidden_depth -= 1
+                if tag in self._BREAKS:
+                    self.chunks.append(" ")
+
+            def handle_data(self, data: str) -> None:
+                if not self._hidden_depth:
+                    self.chunks.append(data)
+
+        _html_parser_class = _HtmlText
+    return _html_parser_class()
 
 
 def _html_to_text(markup: str) -> tuple[str, list[tuple[str, str]], int]:
-    parser = _HtmlText()
+    parser = _html_parser()
     try:
         parser.feed(markup)
         parser.close()
@@ -397,9 +409,10 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> Ite
 
 
 def _parse(data: bytes) -> email.message.Message:
-    # compat32 parses lazily and tolerates broken headers; the default policy builds
-    # header objects eagerly and raises on some malformed ones.
-    return email.message_from_bytes(data, policy=email.policy.compat32)
+    # The default compat32 policy parses lazily and tolerates broken headers; the
+    # modern policy builds header objects eagerly, raises on some malformed ones, and
+    # importing email.policy alone slows the pipe filter's start.
+    return email.message_from_bytes(data)
 
 
 def tokenize(data: bytes, settings: TokenizerSettings = DEFAULT_SETTINGS) -> list[str]:

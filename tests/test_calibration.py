@@ -7,6 +7,7 @@ import pytest
 
 from spamnb.calibration import Calibration, choose_cutoffs, fit_platt
 from spamnb.filter import SpamFilter
+from spamnb.pipe import verdict_and_score
 
 
 def test_platt_recovers_a_known_logistic_map():
@@ -46,15 +47,14 @@ def test_cutoffs_bound_the_error_rates():
     assert (spam <= ham_cutoff).sum() <= 10  # 1% of 1,000 spam
 
 
-def test_verdicts():
-    calibration = Calibration(ham_cutoff=0.2, spam_cutoff=0.9)
-    assert [calibration.verdict(s) for s in (0.1, 0.2, 0.5, 0.9, 0.95)] == [
-        "Ham",
-        "Ham",
-        "Unsure",
-        "Spam",
-        "Spam",
-    ]
+def test_verdicts_match_the_calibrated_score():
+    calibration = Calibration(slope=0.05, intercept=0.1, ham_cutoff=0.2, spam_cutoff=0.9)
+    verdicts = []
+    for log_odds in (-200.0, -30.0, 0.0, 45.0, 80.0, 2000.0, -2000.0):
+        verdict, score = verdict_and_score(log_odds, calibration.to_dict())
+        assert score == pytest.approx(float(calibration.score(np.array([log_odds]))[0]))
+        verdicts.append(verdict)
+    assert verdicts == ["Ham", "Ham", "Unsure", "Spam", "Spam", "Spam", "Ham"]
 
 
 def test_fit_calibration_on_held_out_folds(sample_maildir):

@@ -56,7 +56,7 @@ def test_save_creates_directories_and_leaves_no_temporary_files(tmp_path, traine
     path = tmp_path / "a" / "b" / "model.joblib"
     save(trained, path)
     save(trained, path)
-    assert [p.name for p in path.parent.iterdir()] == ["model.joblib"]
+    assert sorted(p.name for p in path.parent.iterdir()) == ["model.joblib", "model.joblib.table"]
 
 
 def test_failed_write_keeps_the_old_model(tmp_path, trained, monkeypatch):
@@ -71,7 +71,7 @@ def test_failed_write_keeps_the_old_model(tmp_path, trained, monkeypatch):
     with pytest.raises(ModelFileError, match="No space left"):
         save(trained, path)
     assert path.read_bytes() == before
-    assert [p.name for p in tmp_path.iterdir()] == ["model.joblib"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.joblib", "model.joblib.table"]
 
 
 def test_missing_model_says_how_to_make_one(tmp_path):

@@ -1,0 +1,153 @@
+"""The pipe filter's scoring table: a model's weights in a file read without numpy.
+
+procmail starts a new process for every message, so a filter's speed is its start-up
+time.  Importing numpy, scipy and joblib and unpickling a model costs several times
+more than reading and parsing the message, so every save also writes this table
+beside the model: per token (by a 64-bit hash, sorted) the weight it adds to each
+class's log-likelihood, plus each class's constant and the calibration.  Scoring
+from it is exactly the model's scoring, done with bisect and a few additions.
+
+The table is written after the model, so a table at least as new as its model was
+written from it; an older or missing table sends the reader back to the model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from bisect import bisect_left
+from collections import Counter
+
+from .paths import check_trusted
+
+try:
+    # hashlib's own import loads OpenSSL, a few milliseconds of every pipe run.
+    from _blake2 import blake2b
+except ImportError:  # pragma: no cover - other Pythons
+    from hashlib import blake2b
+
+# Without importing typing, which costs the pipe filter's start-up.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from typing import Any
+
+    from .filter import SpamFilter
+
+__all__ = ["ScoringTable", "load_table", "table_arrays", "token_hash"]
+
+MAGIC = b"SPAMNB-TABLE\x01\n"
+
+
+def token_hash(token: str) -> int:
+    data = token.encode("utf-8", "surrogatepass")
+    return int.from_bytes(blake2b(data, digest_size=8).digest(), "little")
+
+
+def table_arrays(spam_filter: SpamFilter) -> tuple[dict[str, Any], bytes] | None:
+    """The table's header and body for a model, or None when it cannot have one.
+
+    Only models with a spam class and finite weights get a table (an unsmoothed
+    model's certainties are left to the full scorer).
+    """
+    import numpy as np
+
+    model = spam_filter.model
+    positive = spam_filter.positive_class()
+    if positive is None or len(model.classes) < 2:
+        return None
+    active = model.active_features()
+    prior = model.class_log_prior()
+    if model.event_model == "multinomial":
+        weights, constant = model.feature_log_prob(), prior
+    else:
+        weights, absent_sum, certain = model._bernoulli_parts()
+        if certain.any():
+            return None
+        constant = prior + absent_sum
+    columns = np.flatnonzero(active)
+    weights = weights[:, columns].T.astype("<f8")
+    if not (np.isfinite(weights).all() and np.isfinite(constant).all()):
+        return None
+    hashes = np.array([token_hash(spam_filter.vocabulary.tokens[c]) for c in columns], "<u8")
+    # Sort by hash; the rare colliding tokens share one entry with summed weights.
+    unique, inverse = np.unique(hashes, return_inverse=True)
+    summed = np.zeros((len(unique), len(model.classes)), "<f8")
+    np.add.at(summed, inverse, weights)
+    header = {
+        "classes": model.classes,
+        "positive": model.classes.index(positive),
+        "by_presence": model.event_model == "bernoulli",
+        "constant": [float(c) for c in constant],
+        "calibration": spam_filter.calibration.to_dict(),
+        "tokenizer": spam_filter.settings.to_dict(),
+        "entries": len(unique),
+    }
+    return header, unique.astype("<u8").tobytes() + summed.tobytes()
+
+
+def encode_table(header: dict[str, Any], body: bytes) -> bytes:
+    text = json.dumps(header).encode("utf-8")
+    text += b" " * (-(len(MAGIC) + 8 + len(text)) % 8)  # keep the arrays 8-byte aligned
+    return MAGIC + len(text).to_bytes(8, "little") + text + body
+
+
+class ScoringTable:
+    def __init__(self, data: bytes) -> None:
+        if not data.startswith(MAGIC) or sys.byteorder != "little":
+            raise ValueError("not a scoring table for this machine")
+        start = len(MAGIC) + 8
+        length = int.from_bytes(data[len(MAGIC) : start], "little")
+        self.header = json.loads(data[start : start + length])
+        n, k = self.header["entries"], len(self.header["classes"])
+        body = memoryview(data)[start + length :]
+        if len(body) != n * 8 * (1 + k):
+            raise ValueError("truncated scoring table")
+        self.hashes = body[: n * 8].cast("Q")
+        self.weights = body[n * 8 :].cast("d")
+
+    def log_odds(self, tokens: Sequence[str]) -> float:
+        """Spam against the rest, as the model's own log_odds gives it."""
+        k = len(self.header["classes"])
+        joint = list(self.header["constant"])
+        hashes, weights, n = self.hashes, self.weights, len(self.hashes)
+        for token, count in Counter(tokens).items():
+            h = token_hash(token)
+            i = bisect_left(hashes, h)
+            if i < n and hashes[i] == h:
+                times = 1 if self.header["by_presence"] else count
+                for c in range(k):
+                    joint[c] += times * weights[i * k + c]
+        positive = joint.pop(self.header["positive"])
+        top = max(joint)
+        if math.isinf(top):
+            return positive - top
+        return positive - (top + math.log(sum(math.exp(j - top) for j in joint)))
+
+
+def load_table(
+    model_path: str | os.PathLike[str], table_file: str, *, trust: bool
+) -> ScoringTable | None:
+    """The model's table if it is there, trusted, and not older than the model.
+
+    The model file is held to the trust rule too, although the table is plain data:
+    a model the full commands refuse must not be used through its table either.
+    """
+    try:
+        model_status = os.stat(model_path)
+    except OSError:
+        return None  # the full loader says what is wrong with the path
+    if not trust:
+        check_trusted(model_status, model_path)
+    try:
+        with open(table_file, "rb") as stream:
+            status = os.fstat(stream.fileno())
+            if status.st_mtime_ns < model_status.st_mtime_ns:
+                return None
+            if not trust:
+                check_trusted(status, table_file)
+            return ScoringTable(stream.read())
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
