@@ -26,6 +26,9 @@ class Calibration:
     spam_cutoff: float = 0.9
     # How many held-out messages the parameters were fitted on (0: never fitted).
     fitted_on: int = 0
+    # Whether the user set the cut-offs (train --ham-cutoff/--spam-cutoff): refits
+    # then keep them instead of choosing new ones from the data.
+    chosen_cutoffs: bool = False
 
     def score(self, log_odds: np.ndarray) -> np.ndarray:
         z = self.slope * np.asarray(log_odds, dtype=np.float64) + self.intercept
@@ -39,6 +42,7 @@ class Calibration:
             "ham_cutoff": self.ham_cutoff,
             "spam_cutoff": self.spam_cutoff,
             "fitted_on": self.fitted_on,
+            "chosen_cutoffs": self.chosen_cutoffs,
         }
 
     @classmethod

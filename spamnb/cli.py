@@ -370,6 +370,16 @@ def main() -> None:
     metavar="PATH...",
     help="Take these messages back out of the model (they must have been trained).",
 )
+@click.option(
+    "--ham-cutoff",
+    type=click.FloatRange(0, 1),
+    help="Calibrated spam score at or below which --pipe says Ham [chosen from the data].",
+)
+@click.option(
+    "--spam-cutoff",
+    type=click.FloatRange(0, 1),
+    help="Calibrated spam score at or above which --pipe says Spam [chosen from the data].",
+)
 @click.option("--new", is_flag=True, help="Start a new model instead of adding to an existing one.")
 @json_option
 def train(
@@ -383,6 +393,8 @@ def train(
     alpha: float | None,
     min_count: int | None,
     forget: tuple[str, ...],
+    ham_cutoff: float | None,
+    spam_cutoff: float | None,
     new: bool,
     as_json: bool,
 ) -> None:
@@ -402,7 +414,8 @@ def train(
 
     pairs = labelled_sources(spam, ham, label)
     check_stdin_once([path for _, path in pairs] + list(forget))
-    if not pairs and not forget:
+    cutoffs = ham_cutoff is not None or spam_cutoff is not None
+    if not pairs and not forget and not cutoffs:
         raise fail("give mail to learn from: --spam PATH..., --ham PATH..., or --forget PATH...")
     items, labels = read_labelled(pairs, mail_format, recursive)
     forgotten_items, _ = read_labelled([("", p) for p in forget], mail_format, recursive)
@@ -433,6 +446,11 @@ def train(
                 tokens = tokenize_with_progress(spam_filter, items, "Learning")
                 digests = [message_digest(item.data) for item in items]
                 outcome.update(spam_filter.learn(tokens, labels, digests))
+            if cutoffs:
+                try:
+                    spam_filter.choose_cutoffs(ham_cutoff, spam_cutoff)
+                except ValueError as exc:
+                    raise fail(str(exc)) from None
             size = save(spam_filter, path)
     except ModelFileError as exc:
         raise fail(str(exc)) from None

@@ -7,7 +7,7 @@ so the CLI and the evaluation code never have to keep them in step themselves.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,6 +25,9 @@ __all__ = ["HAM", "SPAM", "SpamFilter", "message_digest"]
 
 SPAM = "spam"
 HAM = "ham"
+# A training batch refits the calibration only with this many of each class, or when
+# it is larger than the batch the current calibration was fitted on.
+MIN_REFIT_PER_CLASS = 20
 
 
 def message_digest(data: bytes) -> str:
@@ -181,6 +184,11 @@ class SpamFilter:
         folds = min(folds, smallest)
         if folds < 2:
             return False
+        fitted_on = self.calibration.fitted_on
+        if fitted_on and smallest < MIN_REFIT_PER_CLASS and len(labels) < fitted_on:
+            # A nightly batch of a few corrections would fit the map to noise; keep
+            # the calibration fitted on more mail.
+            return False
         X = self.vectorise(token_lists)
         log_odds = np.empty(len(labels))
         label_array = np.asarray(labels, dtype=object)
@@ -192,9 +200,26 @@ class SpamFilter:
         is_spam = label_array == positive
         slope, intercept = fit_platt(log_odds, is_spam)
         fitted = Calibration(slope=slope, intercept=intercept, fitted_on=len(labels))
+        if self.calibration.chosen_cutoffs:
+            self.calibration = replace(
+                self.calibration, slope=slope, intercept=intercept, fitted_on=len(labels)
+            )
+            return True
         ham_cutoff, spam_cutoff = choose_cutoffs(fitted.score(log_odds), is_spam)
-        self.calibration = Calibration(slope, intercept, ham_cutoff, spam_cutoff, len(labels))
+        self.calibration = replace(fitted, ham_cutoff=ham_cutoff, spam_cutoff=spam_cutoff)
         return True
+
+    def choose_cutoffs(self, ham_cutoff: float | None, spam_cutoff: float | None) -> None:
+        """Set the unsure band by hand; later refits keep it."""
+        ham = self.calibration.ham_cutoff if ham_cutoff is None else ham_cutoff
+        spam = self.calibration.spam_cutoff if spam_cutoff is None else spam_cutoff
+        if not 0 <= ham <= spam <= 1:
+            raise ValueError(
+                f"the ham cut-off ({ham:g}) must not exceed the spam cut-off ({spam:g})"
+            )
+        self.calibration = replace(
+            self.calibration, ham_cutoff=ham, spam_cutoff=spam, chosen_cutoffs=True
+        )
 
     def predict_labels(self, proba: np.ndarray) -> list[str]:
         """The most probable class of each row; exact ties never go to spam."""

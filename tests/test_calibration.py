@@ -77,3 +77,20 @@ def test_fit_calibration_on_held_out_folds(sample_maildir):
     # Too few messages of a class: the old calibration stays.
     assert not spam_filter.fit_calibration(token_lists[:1], labels[:1])
     assert spam_filter.calibration == calibration
+
+
+def test_a_small_batch_keeps_the_calibration_of_a_larger_one(sample_maildir):
+    messages, labels = [], []
+    for label in ("spam", "ham"):
+        for path in sorted((sample_maildir / label).glob("*/*")):
+            if not path.name.startswith("."):
+                messages.append(path.read_bytes())
+                labels.append(label)
+    spam_filter = SpamFilter()
+    tokens = spam_filter.tokenize(messages)
+    spam_filter.train_tokens(tokens, labels)
+    assert spam_filter.fit_calibration(tokens, labels)
+    fitted = spam_filter.calibration
+    few = [0, 1, 30, 31]  # two spam, two ham
+    assert not spam_filter.fit_calibration([tokens[i] for i in few], [labels[i] for i in few])
+    assert spam_filter.calibration == fitted

@@ -297,3 +297,30 @@ def test_no_progress_codes_in_redirected_stderr(tmp_path, sample_maildir, monkey
     )
     assert result.exit_code == 0
     assert "\x1b[" not in result.stderr
+
+
+def test_cutoffs_chosen_by_hand_survive_retraining(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run(
+        "train",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam" / "cur",
+        "--ham",
+        sample_maildir / "ham" / "cur",
+    )
+    run_json("train", "-m", model, "--ham-cutoff", "0.3", "--spam-cutoff", "0.95")
+    run(
+        "train",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam" / "new",
+        "--ham",
+        sample_maildir / "ham" / "new",
+    )
+    calibration = load(model).calibration
+    assert (calibration.ham_cutoff, calibration.spam_cutoff) == (0.3, 0.95)
+    assert calibration.chosen_cutoffs
+    assert_one_line_error(run("train", "-m", model, "--ham-cutoff", "0.99"), "must not exceed")
