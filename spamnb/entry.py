@@ -52,9 +52,10 @@ def fast_pipe_options(args: Sequence[str]) -> dict[str, Any] | None:
     if not pipe:
         return None
     if "max_size" in options:
-        if not options["max_size"].isdigit() or int(options["max_size"]) < 1:
+        size = options["max_size"]
+        if not (size.isascii() and size.isdigit() and len(size) <= 15 and int(size) >= 1):
             return None
-        options["max_size"] = int(options["max_size"])
+        options["max_size"] = int(size)
     if "header_name" in options and not is_field_name(options["header_name"]):
         return None
     return options
@@ -66,7 +67,7 @@ def is_pipe_invocation(args: Sequence[str]) -> bool:
         return False
     flags = args[args.index("classify") + 1 :]
     short = any(a.startswith("-") and not a.startswith("--") and "p" in a[1:] for a in flags)
-    return "--pipe" in flags or short
+    return short or any(a == "--pipe" or a.startswith("--pipe=") for a in flags)
 
 
 def main() -> None:
@@ -74,8 +75,10 @@ def main() -> None:
     options = fast_pipe_options(args)
     if options is not None:
         from .paths import default_model_file
-        from .pipe import run
+        from .pipe import EXIT_ERROR, run
 
+        if sys.stdin is None or sys.stdout is None:
+            sys.exit(EXIT_ERROR)  # no message to read, or nowhere to write it
         model_path = options.pop("model", None) or default_model_file()
         sys.exit(run(sys.stdin.buffer, sys.stdout.buffer, sys.stderr, model_path, **options))
 
@@ -86,14 +89,20 @@ def main() -> None:
     if not is_pipe_invocation(args):
         cli(prog_name="spamnb")
         return
-    from .pipe import pass_through
+    from .pipe import EXIT_ERROR, pass_through
 
-    try:
-        cli.main(args, prog_name="spamnb", standalone_mode=False)
-    except click.ClickException as exc:
-        error = exc.format_message()
-    except click.exceptions.Abort:
-        error = "aborted"
+    if sys.stdin is None or sys.stdout is None:
+        sys.exit(EXIT_ERROR)
+    if any(a in ("-h", "--help", "--version") for a in args):
+        # Help on stdout would be delivered as the mail: never in pipe mode.
+        error = "--help and --version are not available with --pipe"
     else:
-        return
-    sys.exit(pass_through(sys.stdin.buffer.read(), sys.stdout.buffer, sys.stderr, error))
+        try:
+            cli.main(args, prog_name="spamnb", standalone_mode=False)
+        except click.ClickException as exc:
+            error = exc.format_message()
+        except click.exceptions.Abort:
+            error = "aborted"
+        else:
+            error = "the message was not filtered"
+    sys.exit(pass_through(b"", sys.stdin.buffer, sys.stdout.buffer, sys.stderr, error))

@@ -141,12 +141,13 @@ class SpamFilter:
         self, token_lists: Sequence[Sequence[str]], digests: Sequence[str]
     ) -> dict[str, int]:
         """Remove trained messages' counts; returns ``forgotten`` and ``unknown`` counts."""
-        rows = [i for i, digest in enumerate(digests) if digest in self.trained]
+        first = {digest: i for i, digest in reversed(list(enumerate(digests)))}
+        rows = [i for digest, i in first.items() if digest in self.trained]
         if rows:
             X = self.vectorise([token_lists[i] for i in rows])
             self.model.add_counts(X, [self.trained.pop(digests[i]) for i in rows], sign=-1)
             self.updated = _now()
-        return {"forgotten": len(rows), "unknown": len(digests) - len(rows)}
+        return {"forgotten": len(rows), "unknown": len(first) - len(rows)}
 
     def vectorise(self, token_lists: Sequence[Sequence[str]]) -> sp.csr_matrix:
         return count_matrix(token_lists, self.vocabulary, grow=False)

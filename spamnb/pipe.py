@@ -75,13 +75,22 @@ def header_insertion(message: bytes, name: str, value: str) -> tuple[int, bytes]
     return at, line
 
 
-def insert_header(message: bytes, name: str, value: str) -> bytes:
+def insert_header(message: bytes, name: str, value: str, *, complete: bool = True) -> bytes:
+    """The message with the header added; ``complete=False`` for the first part of a
+    message whose header block may go on past it (then the header goes first, after
+    any ``From `` line, rather than into the middle of a header line)."""
     at, line = header_insertion(message, name, value)
+    if not complete and at >= len(message):
+        at = message.find(b"\n") + 1 if message.startswith(b"From ") else 0
+        eol = b"\r\n" if line.endswith(b"\r\n") else b"\n"
+        line = f"{name}: {value}".encode("ascii") + eol
     return message[:at] + line + message[at:]
 
 
 def verdict_and_score(log_odds: float, calibration: dict[str, float]) -> tuple[str, float]:
     """The calibrated spam score (see calibration.py) and its verdict, in plain floats."""
+    if math.isnan(log_odds):
+        raise ValueError("the model gives this message no score (an unsmoothed model?)")
     z = calibration["slope"] * log_odds + calibration["intercept"]
     score = 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
     if score >= calibration["spam_cutoff"]:
@@ -105,24 +114,38 @@ def verdict_header(verdict: str, score: float | None, version: str, reason: str 
 def score_message(
     data: bytes, model_path: str | os.PathLike[str], *, trust: bool
 ) -> tuple[str, float]:
-    """Verdict and calibrated spam score: from the scoring table, else from the model."""
+    """Verdict and calibrated spam score: from the scoring table, else from the model.
+
+    Both roads score with the table's arithmetic (the model's table is built in
+    memory when the file is missing or stale), so a message gets the same verdict
+    whichever road it took, even at a cut-off.
+    """
     from .paths import table_path
     from .table import load_table
     from .tokens import TokenizerSettings, tokenize
 
+    model_path = os.path.realpath(model_path)  # the table sits beside the real file
     table = load_table(model_path, table_path(model_path), trust=trust)
     if table is not None:
-        settings = TokenizerSettings.from_dict(table.header["tokenizer"])
-        log_odds = table.log_odds(tokenize(data, settings))
-        return verdict_and_score(log_odds, table.header["calibration"])
-    # No fresh table (an older model, or one a table cannot express): the full scorer.
+        try:
+            settings = TokenizerSettings.from_dict(table.header["tokenizer"])
+            log_odds = table.log_odds(tokenize(data, settings))
+            return verdict_and_score(log_odds, table.header["calibration"])
+        except (KeyError, IndexError, TypeError, ValueError):
+            pass  # a damaged table: the model itself still scores
     from .store import load
+    from .table import ScoringTable, encode_table, table_arrays
 
     spam_filter = load(model_path, trust=trust)
     if spam_filter.positive_class() is None or len(spam_filter.classes) < 2:
         raise ValueError(f"the model needs a spam class and another ({spam_filter.classes})")
-    _proba, log_odds = spam_filter.score_tokens(spam_filter.tokenize([data]))
-    return verdict_and_score(float(log_odds[0]), spam_filter.calibration.to_dict())
+    tokens = spam_filter.tokenize([data])
+    arrays = table_arrays(spam_filter)
+    if arrays is not None:
+        log_odds = ScoringTable(encode_table(*arrays)).log_odds(tokens[0])
+    else:
+        log_odds = float(spam_filter.score_tokens(tokens)[1][0])
+    return verdict_and_score(log_odds, spam_filter.calibration.to_dict())
 
 
 def run(
@@ -139,31 +162,68 @@ def run(
     """Filter one message; returns the exit status.
 
     Mail is never lost: whatever fails (model, tokenizer, memory), the message is
-    written unchanged, one line goes to stderr, and the status is EXIT_ERROR.
+    written unchanged, one line goes to stderr, and the status is EXIT_ERROR.  At
+    most ``max_size`` + 1 bytes are held in memory: a larger message is passed on
+    unscored, its header written with the first part and the rest copied through.
     """
     from . import __version__
 
     data = b""
+    too_large = False
     try:
-        data = stdin.read()
+        data = stdin.read(max_size + 1)
         if not data:
             raise ValueError("standard input is empty")
+        model_problem = check_model(model_path, trust)
+        if model_problem:
+            raise ValueError(model_problem)
         if len(data) > max_size:
+            too_large = True
             verdict = "Unscored"
             value = verdict_header(verdict, None, __version__, reason="too-large")
         else:
             verdict, score = score_message(data, model_path, trust=trust)
             value = verdict_header(verdict, score, __version__)
-        output = insert_header(data, header_name, value)
+        output = insert_header(data, header_name, value, complete=not too_large)
     except Exception as exc:  # noqa: BLE001 - whatever failed, the mail must get through
-        return pass_through(data, stdout, stderr, describe(exc))
+        return pass_through(data, stdin, stdout, stderr, describe(exc))
     try:
-        stdout.write(output)
+        write_all(stdout, output)
+        if too_large:
+            copy_rest(stdin, stdout)
         stdout.flush()
     except OSError as exc:
-        stderr.write(f"spamnb: cannot write the message: {exc.strerror or exc}\n")
+        say(stderr, f"cannot write the message: {exc.strerror or exc}")
         return EXIT_ERROR
     return 0 if exit_zero else EXIT_CODES[verdict]
+
+
+def check_model(model_path: str | os.PathLike[str], trust: bool) -> str | None:
+    """Why the model cannot be used, checked even for mail too large to score."""
+    from .paths import ModelFileError, check_trusted
+
+    try:
+        status = os.stat(model_path)
+        if not trust:
+            check_trusted(status, model_path)
+    except ModelFileError as exc:
+        return str(exc)
+    except OSError as exc:
+        return f"no usable model at {os.fspath(model_path)}: {exc.strerror or exc}"
+    return None
+
+
+def write_all(stream: BinaryIO, data: bytes) -> None:
+    """Write every byte: an unbuffered stream may take only part of a write."""
+    view = memoryview(data)
+    while view:
+        written = stream.write(view)
+        view = view[written if written is not None else 0 :]
+
+
+def copy_rest(stdin: BinaryIO, stdout: BinaryIO) -> None:
+    while chunk := stdin.read(1 << 20):
+        write_all(stdout, chunk)
 
 
 def describe(exc: BaseException) -> str:
@@ -171,12 +231,26 @@ def describe(exc: BaseException) -> str:
     return text or type(exc).__name__
 
 
-def pass_through(data: bytes, stdout: BinaryIO, stderr: TextIO, error: str) -> int:
+def say(stderr: TextIO | None, message: str) -> None:
+    try:
+        if stderr is not None:
+            stderr.write(f"spamnb: {message}\n")
+            stderr.flush()
+    except (OSError, ValueError):
+        pass  # nowhere left to say it; the exit status still tells
+
+
+def pass_through(
+    data: bytes, stdin: BinaryIO | None, stdout: BinaryIO, stderr: TextIO | None, error: str
+) -> int:
     """The failure path: the message unchanged, one line on stderr, EXIT_ERROR."""
     try:
-        stdout.write(data)
+        write_all(stdout, data)
+        if stdin is not None:
+            copy_rest(stdin, stdout)
         stdout.flush()
-    finally:
-        stderr.write(f"spamnb: {error}\n")
-        stderr.flush()
+    except (OSError, ValueError) as exc:
+        say(stderr, f"cannot write the message: {exc}")
+        return EXIT_ERROR
+    say(stderr, error)
     return EXIT_ERROR

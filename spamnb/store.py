@@ -197,7 +197,7 @@ def save(spam_filter: SpamFilter, path: Path) -> int:
     except OSError as exc:
         raise ModelFileError(f"cannot write model {path}: {exc.strerror or exc}") from None
     _write_atomically(path, lambda stream: joblib.dump(to_payload(spam_filter), stream), mode)
-    table = table_arrays(spam_filter)
+    table = table_arrays(spam_filter, path.stat())
     table_file = Path(table_path(path))
     if table is None:
         table_file.unlink(missing_ok=True)

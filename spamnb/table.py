@@ -7,8 +7,8 @@ beside the model: per token (by a 64-bit hash, sorted) the weight it adds to eac
 class's log-likelihood, plus each class's constant and the calibration.  Scoring
 from it is exactly the model's scoring, done with bisect and a few additions.
 
-The table is written after the model, so a table at least as new as its model was
-written from it; an older or missing table sends the reader back to the model.
+The table records the identity (inode, size, modification time) of the model file
+it was written from; a table that does not match the model beside it is not used.
 """
 
 from __future__ import annotations
@@ -46,7 +46,14 @@ def token_hash(token: str) -> int:
     return int.from_bytes(blake2b(data, digest_size=8).digest(), "little")
 
 
-def table_arrays(spam_filter: SpamFilter) -> tuple[dict[str, Any], bytes] | None:
+def model_identity(status: os.stat_result) -> list[int]:
+    """What ties a table to the very model file it was written from."""
+    return [status.st_ino, status.st_size, status.st_mtime_ns]
+
+
+def table_arrays(
+    spam_filter: SpamFilter, model_status: os.stat_result | None = None
+) -> tuple[dict[str, Any], bytes] | None:
     """The table's header and body for a model, or None when it cannot have one.
 
     Only models with a spam class and finite weights get a table (an unsmoothed
@@ -84,6 +91,7 @@ def table_arrays(spam_filter: SpamFilter) -> tuple[dict[str, Any], bytes] | None
         "calibration": spam_filter.calibration.to_dict(),
         "tokenizer": spam_filter.settings.to_dict(),
         "entries": len(unique),
+        "model": model_identity(model_status) if model_status is not None else None,
     }
     return header, unique.astype("<u8").tobytes() + summed.tobytes()
 
@@ -130,7 +138,11 @@ class ScoringTable:
 def load_table(
     model_path: str | os.PathLike[str], table_file: str, *, trust: bool
 ) -> ScoringTable | None:
-    """The model's table if it is there, trusted, and not older than the model.
+    """The model's table if it is there, trusted, and was written from this model file.
+
+    The model's inode, size and modification time must be those the table recorded
+    when it was written: a model restored from a backup, a table copied from another
+    model, or a crash between writing the two all send the reader back to the model.
 
     The model file is held to the trust rule too, although the table is plain data:
     a model the full commands refuse must not be used through its table either.
@@ -143,11 +155,9 @@ def load_table(
         check_trusted(model_status, model_path)
     try:
         with open(table_file, "rb") as stream:
-            status = os.fstat(stream.fileno())
-            if status.st_mtime_ns < model_status.st_mtime_ns:
-                return None
             if not trust:
-                check_trusted(status, table_file)
-            return ScoringTable(stream.read())
+                check_trusted(os.fstat(stream.fileno()), table_file)
+            table = ScoringTable(stream.read())
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    return table if table.header.get("model") == model_identity(model_status) else None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import random
 import subprocess
 import sys
@@ -140,3 +141,63 @@ def test_never_lose_mail_on_real_corpus_messages(model, real_corpus):
             assert result.stdout_bytes == message
         else:
             assert without_added_header(result.stdout_bytes, message), message[:200]
+
+
+def pipe_subprocess(args: list[str], message: bytes, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "spamnb", *args],
+        input=message,
+        capture_output=True,
+        check=False,
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--help"], ["-h"], ["--version"], ["--max-size", "²"], ["--max-size", "9" * 5000]],
+    ids=["help", "h", "version", "superscript-size", "huge-size"],
+)
+def test_odd_pipe_command_lines_still_deliver_the_mail(model, sample_maildir, args):
+    message = sample_messages(sample_maildir, "ham")[3]
+    done = pipe_subprocess(["classify", "--pipe", "-m", str(model), *args], message)
+    assert (done.returncode, done.stdout) == (3, message)
+    assert len(done.stderr.decode().strip().splitlines()) == 1
+
+
+def test_pipe_equals_form_is_still_a_pipe(model, sample_maildir):
+    message = sample_messages(sample_maildir, "ham")[3]
+    done = pipe_subprocess(["classify", "--pipe=1", "-m", str(model)], message)
+    assert done.returncode == 3 and done.stdout == message
+
+
+def test_too_large_messages_stream_through_with_bounded_reads(model, sample_maildir):
+    message = sample_messages(sample_maildir, "spam")[4]
+    big = message + b"x" * 3_000_000
+    done = pipe_subprocess(["classify", "--pipe", "-m", str(model), "--max-size", "1000"], big)
+    assert done.returncode == 1
+    assert without_added_header(done.stdout, big)
+    assert b"X-Spamnb: Unscored, reason=too-large" in done.stdout
+    # Even with a header block longer than what is read, nothing lands inside a line.
+    long_header = b"X-Long: " + b"y" * 5000 + b"\nSubject: z\n\nbody\n"
+    done = pipe_subprocess(
+        ["classify", "--pipe", "-m", str(model), "--max-size", "100"], long_header
+    )
+    assert done.stdout.startswith(b"X-Spamnb: Unscored") and without_added_header(
+        done.stdout, long_header
+    )
+
+
+def test_unbuffered_output_is_written_in_full(model, sample_maildir):
+    message = sample_messages(sample_maildir, "ham")[0] + b"z" * 2_000_000
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    done = pipe_subprocess(
+        ["classify", "--pipe", "-m", str(model), "--max-size", "99999999"], message, env=env
+    )
+    assert done.returncode in (0, 1, 2) and without_added_header(done.stdout, message)
+
+
+def test_a_missing_model_is_reported_even_for_large_mail(tmp_path, sample_maildir):
+    message = sample_messages(sample_maildir, "ham")[0]
+    result = run("classify", "--pipe", "-m", tmp_path / "none", "--max-size", "10", input=message)
+    assert result.exit_code == 3 and result.stdout_bytes == message

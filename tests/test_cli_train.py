@@ -324,3 +324,14 @@ def test_cutoffs_chosen_by_hand_survive_retraining(tmp_path, sample_maildir):
     assert (calibration.ham_cutoff, calibration.spam_cutoff) == (0.3, 0.95)
     assert calibration.chosen_cutoffs
     assert_one_line_error(run("train", "-m", model, "--ham-cutoff", "0.99"), "must not exceed")
+
+
+def test_forgetting_two_copies_of_a_message_at_once(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    source = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
+    copy = tmp_path / "copy.eml"
+    copy.write_bytes(source.read_bytes())
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    outcome = run_json("train", "-m", model, "--forget", source, copy)
+    assert (outcome["forgotten"], outcome["unknown"]) == (1, 0)
+    assert outcome["classes"]["spam"]["total"] == 29

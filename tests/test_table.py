@@ -79,12 +79,26 @@ def test_a_stale_or_missing_table_falls_back_to_the_model(tmp_path, sample_maild
     data = messages(sample_maildir)[0]
     fresh = score_message(data, model, trust=False)
     table_file = Path(table_path(model))
+    # A model restored from a backup (other modification time) does not match its table.
     old = time.time() - 100
-    os.utime(table_file, (old, old))
+    os.utime(model, (old, old))
     assert load_table(model, table_file, trust=False) is None
     assert score_message(data, model, trust=False) == pytest.approx(fresh)
     table_file.unlink()
     assert score_message(data, model, trust=False) == pytest.approx(fresh)
+    # A table copied from another model is not used either.
+    other = tmp_path / "other.joblib"
+    run(
+        "train",
+        "-m",
+        other,
+        "--spam",
+        sample_maildir / "spam" / "cur",
+        "--ham",
+        sample_maildir / "ham",
+    )
+    Path(table_path(other)).rename(table_file)
+    assert load_table(model, table_file, trust=False) is None
     # The next save writes it again.
     save(load(model), model)
     assert load_table(model, table_file, trust=False) is not None
