@@ -57,7 +57,8 @@ def test_verdicts_match_the_calibrated_score():
     assert verdicts == ["Ham", "Ham", "Unsure", "Spam", "Spam", "Spam", "Ham"]
 
 
-def test_fit_calibration_on_held_out_folds(sample_maildir):
+def sample_tokens(sample_maildir) -> tuple[SpamFilter, list[list[str]], list[str]]:
+    """A new filter trained on the sample corpus (30 spam, then 30 ham), and its input."""
     messages, labels = [], []
     for label in ("spam", "ham"):
         for path in sorted((sample_maildir / label).glob("*/*")):
@@ -67,6 +68,11 @@ def test_fit_calibration_on_held_out_folds(sample_maildir):
     spam_filter = SpamFilter()
     token_lists = spam_filter.tokenize(messages)
     spam_filter.train_tokens(token_lists, labels)
+    return spam_filter, token_lists, labels
+
+
+def test_fit_calibration_on_held_out_folds(sample_maildir):
+    spam_filter, token_lists, labels = sample_tokens(sample_maildir)
     before = spam_filter.model.token_counts.copy()
     assert spam_filter.fit_calibration(token_lists, labels)
     # Scoring held-out folds must not change the model's counts.
@@ -80,15 +86,7 @@ def test_fit_calibration_on_held_out_folds(sample_maildir):
 
 
 def test_a_small_batch_keeps_the_calibration_of_a_larger_one(sample_maildir):
-    messages, labels = [], []
-    for label in ("spam", "ham"):
-        for path in sorted((sample_maildir / label).glob("*/*")):
-            if not path.name.startswith("."):
-                messages.append(path.read_bytes())
-                labels.append(label)
-    spam_filter = SpamFilter()
-    tokens = spam_filter.tokenize(messages)
-    spam_filter.train_tokens(tokens, labels)
+    spam_filter, tokens, labels = sample_tokens(sample_maildir)
     assert spam_filter.fit_calibration(tokens, labels)
     fitted = spam_filter.calibration
     few = [0, 1, 30, 31]  # two spam, two ham
