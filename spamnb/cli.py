@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from . import __version__
+from .pipe import DEFAULT_MAX_SIZE
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -521,7 +522,7 @@ def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option(
     "--max-size",
     type=click.IntRange(min=1),
-    default=1024 * 1024,
+    default=DEFAULT_MAX_SIZE,
     show_default=True,
     help="With --pipe, pass larger messages through unscored (marked so).",
 )
