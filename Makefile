@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SAMPLE := corpora/sample/maildir
 DEMO_MODEL := build/demo/model.joblib
 
-.PHONY: install demo test lint format bench clean
+.PHONY: install demo test lint format bench bench-accuracy clean
 
 install: $(STAMP)
 
@@ -30,6 +30,11 @@ test: $(STAMP)
 # Speed against peers measured in the same run (prints ratios; see bench/).
 bench: $(STAMP)
 	$(BIN)/python bench/pipe_latency.py
+
+# Accuracy against bogofilter, CRM114, SpamAssassin Bayes and scikit-learn on the same
+# splits of the public corpora (installs the peers from Debian's packages; see bench/).
+bench-accuracy: $(STAMP)
+	$(BIN)/python bench/accuracy.py
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .
