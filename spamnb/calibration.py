@@ -5,6 +5,17 @@ not, so the evidence of a long message is counted many times over and the poster
 sits at 0 or 1.  Its log-odds still rank messages well, so a two-parameter logistic
 map score = 1 / (1 + exp(-(a * log_odds + b))), fitted on log-odds of messages the
 model did not train on, turns them into probabilities that mean what they say.
+
+The map's input is the log-odds divided by the message's length (occurrences of
+tokens the model knows) to the power ``length_exponent``.  Dependence between
+tokens grows with length, so raw log-odds of long mail are inflated most: ranked
+raw, a long borderline message outranks a short blatant one.  In 5-fold
+cross-validation on the training part of the 70/30 splits (never the test part),
+ROC AUC by exponent was, SpamAssassin / Enron1 (boolean model, k=0.01, word pairs):
+0: 0.99848 / 0.99885, 0.5: 0.99941 / 0.99924, 0.75: 0.99973 / 0.99907,
+1: 0.99964 / 0.99819.  The exponent scales each message's evidence by a positive
+number, so the sign of the log-odds, and with it the Naive Bayes decision, is
+unchanged: only the ranking and the calibrated score move.
 """
 
 from __future__ import annotations
@@ -13,12 +24,27 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Calibration", "choose_cutoffs", "fit_platt"]
+__all__ = ["LENGTH_EXPONENT", "Calibration", "choose_cutoffs", "fit_platt", "normalised"]
+
+# The exponent new calibrations are fitted with (see above).
+LENGTH_EXPONENT = 0.75
+
+
+def normalised(log_odds: np.ndarray, lengths: np.ndarray | None, exponent: float) -> np.ndarray:
+    """Log-odds divided by length**exponent (lengths below 1 count as 1)."""
+    log_odds = np.asarray(log_odds, dtype=np.float64)
+    if lengths is None or exponent == 0:
+        return log_odds
+    return log_odds / np.maximum(np.asarray(lengths, dtype=np.float64), 1.0) ** exponent
 
 
 @dataclass(frozen=True)
 class Calibration:
-    """score = sigmoid(slope * log_odds + intercept), with the unsure band's cut-offs."""
+    """score = sigmoid(slope * log_odds / length**length_exponent + intercept).
+
+    With the unsure band's cut-offs.  Models calibrated before the length
+    normalisation existed load with exponent 0, the map they were fitted with.
+    """
 
     slope: float = 1.0
     intercept: float = 0.0
@@ -29,9 +55,14 @@ class Calibration:
     # Whether the user set the cut-offs (train --ham-cutoff/--spam-cutoff): refits
     # then keep them instead of choosing new ones from the data.
     chosen_cutoffs: bool = False
+    length_exponent: float = 0.0
 
-    def score(self, log_odds: np.ndarray) -> np.ndarray:
-        z = self.slope * np.asarray(log_odds, dtype=np.float64) + self.intercept
+    def decision(self, log_odds: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
+        """The logit of the score: ranks as the score does, but never saturates."""
+        return self.slope * normalised(log_odds, lengths, self.length_exponent) + self.intercept
+
+    def score(self, log_odds: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
+        z = self.decision(log_odds, lengths)
         with np.errstate(over="ignore"):
             return 1.0 / (1.0 + np.exp(-z))
 
@@ -43,6 +74,7 @@ class Calibration:
             "spam_cutoff": self.spam_cutoff,
             "fitted_on": self.fitted_on,
             "chosen_cutoffs": self.chosen_cutoffs,
+            "length_exponent": self.length_exponent,
         }
 
     @classmethod

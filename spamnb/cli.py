@@ -178,7 +178,8 @@ def labelled_path_options(func: Callable) -> Callable:
 
 # The model module's EVENT_MODELS, spelt out so that building the CLI does not import
 # numpy and scipy (a test keeps the two in step).
-EVENT_MODELS = ("multinomial", "bernoulli")
+EVENT_MODELS = ("multinomial", "boolean", "bernoulli")
+FEATURE_SELECTIONS = ("ig", "df")
 
 
 def _finite_alpha(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -189,7 +190,28 @@ def _finite_alpha(ctx: click.Context, param: click.Parameter, value: float | Non
     return value
 
 
-def scoring_options(func: Callable) -> Callable:
+SCORING_OPTIONS = ("event_model", "alpha", "min_count", "max_features", "selection")
+
+
+def scoring_options(command: Callable) -> Callable:
+    """The model's scoring settings, passed to the command as one ``scoring`` dict."""
+
+    @functools.wraps(command)
+    def func(*args: Any, **kwargs: Any) -> Any:
+        kwargs["scoring"] = {name: kwargs.pop(name) for name in SCORING_OPTIONS}
+        return command(*args, **kwargs)
+
+    func = click.option(
+        "--select",
+        "selection",
+        type=click.Choice(FEATURE_SELECTIONS),
+        help="How --max-features ranks tokens: information gain or document frequency.",
+    )(func)
+    func = click.option(
+        "--max-features",
+        type=click.IntRange(min=0),
+        help="Score only this many tokens, the most informative (0: all) [model's: all].",
+    )(func)
     func = click.option(
         "--min-count",
         type=click.IntRange(min=1),
@@ -199,12 +221,13 @@ def scoring_options(func: Callable) -> Callable:
         "--alpha",
         type=click.FloatRange(min=0, max=1e6, min_open=True),
         callback=_finite_alpha,
-        help="Smoothing strength k > 0: 1 is Laplace, below 1 Lidstone [model's: 1].",
+        help="Smoothing strength k > 0: 1 is Laplace, below 1 Lidstone [model's: 0.01].",
     )(func)
     return click.option(
         "--event-model",
         type=click.Choice(EVENT_MODELS),
-        help="Multinomial counts every occurrence; Bernoulli scores presence and absence.",
+        help="multinomial counts every occurrence of a token, boolean once per message; "
+        "bernoulli scores presence and absence [model's: boolean].",
     )(func)
 
 
@@ -322,16 +345,14 @@ def tokenize_with_progress(
         return spam_filter.tokenize([item.data for item in items], on_each=advance)
 
 
-def apply_scoring_options(
-    spam_filter: SpamFilter, event_model: str | None, alpha: float | None, min_count: int | None
-) -> None:
+def apply_scoring_options(spam_filter: SpamFilter, scoring: Mapping[str, Any]) -> None:
+    """Set the scoring options given on the command line; the rest stay the model's."""
     model = spam_filter.model
-    if event_model is not None:
-        model.event_model = event_model
-    if alpha is not None:
-        model.alpha = alpha
-    if min_count is not None:
-        model.min_count = min_count
+    for name, value in scoring.items():
+        if value is not None:
+            setattr(model, name, value)
+    if scoring.get("max_features") == 0:
+        model.max_features = None
 
 
 def print_json(data: Any) -> None:
@@ -390,9 +411,7 @@ def train(
     label: tuple[str, ...],
     mail_format: str | None,
     recursive: bool,
-    event_model: str | None,
-    alpha: float | None,
-    min_count: int | None,
+    scoring: dict[str, Any],
     forget: tuple[str, ...],
     ham_cutoff: float | None,
     spam_cutoff: float | None,
@@ -430,7 +449,7 @@ def train(
                 )
             except ModelFileError as exc:
                 raise fail(f"{exc} (use --new to replace it)") from None
-            apply_scoring_options(spam_filter, event_model, alpha, min_count)
+            apply_scoring_options(spam_filter, scoring)
             outcome: dict[str, Any] = {
                 "learned": 0,
                 "moved": 0,
@@ -538,9 +557,7 @@ def classify(
     max_size: int,
     mail_format: str | None,
     recursive: bool,
-    event_model: str | None,
-    alpha: float | None,
-    min_count: int | None,
+    scoring: dict[str, Any],
     as_json: bool,
 ) -> None:
     """Label messages: one line each, `LABEL<TAB>SPAM-PROBABILITY<TAB>MESSAGE`.
@@ -562,12 +579,15 @@ def classify(
     spam_filter, _ = load_filter(model_path)
     if len(spam_filter.classes) < 2:
         raise fail(f"the model knows only {spam_filter.classes}; train at least two classes")
-    apply_scoring_options(spam_filter, event_model, alpha, min_count)
+    apply_scoring_options(spam_filter, scoring)
     check_stdin_once(paths)
     items, _ = read_labelled([("", p) for p in paths], mail_format, recursive)
     token_lists = tokenize_with_progress(spam_filter, items, "Classifying")
-    proba, log_odds = spam_filter.score_tokens(token_lists)
+    proba, log_odds, lengths = spam_filter.score_tokens(token_lists)
     predicted = spam_filter.predict_labels(proba)
+    if log_odds is not None:
+        score_logit = spam_filter.calibration.decision(log_odds, lengths)
+        spam_score = spam_filter.calibration.score(log_odds, lengths)
     positive = spam_filter.positive_class()
     classes = spam_filter.classes
     for row, item in enumerate(items):
@@ -583,6 +603,8 @@ def classify(
                 "spam_probability": float(shown) if positive else None,
                 "probabilities": {c: float(p) for c, p in zip(classes, proba[row], strict=True)},
                 "log_odds": float(log_odds[row]) if log_odds is not None else None,
+                "spam_score": float(spam_score[row]) if log_odds is not None else None,
+                "spam_score_logit": float(score_logit[row]) if log_odds is not None else None,
             }
             print_json(record)
         else:
@@ -610,9 +632,7 @@ def evaluate(
     label: tuple[str, ...],
     mail_format: str | None,
     recursive: bool,
-    event_model: str | None,
-    alpha: float | None,
-    min_count: int | None,
+    scoring: dict[str, Any],
     test_size: float | None,
     seed: int,
     as_json: bool,
@@ -634,7 +654,7 @@ def evaluate(
     if test_size is None:
         # Load the model before reading any mail: a wrong -m should fail at once.
         spam_filter, path = load_filter(model_path)
-        apply_scoring_options(spam_filter, event_model, alpha, min_count)
+        apply_scoring_options(spam_filter, scoring)
     items, labels = read_labelled(pairs, mail_format, recursive)
     if test_size is None:
         test_tokens = tokenize_with_progress(spam_filter, items, "Scoring")
@@ -651,7 +671,7 @@ def evaluate(
         description = f"All {len(items):,} messages scored with the model {path}."
     else:
         spam_filter = SpamFilter()
-        apply_scoring_options(spam_filter, event_model, alpha, min_count)
+        apply_scoring_options(spam_filter, scoring)
         try:
             train_idx, test_idx = stratified_split(labels, test_size, seed)
         except ValueError as exc:
@@ -678,7 +698,7 @@ def evaluate(
         raise fail(f"the model has no class {unknown[0]!r}; it knows {spam_filter.classes}")
     if len(spam_filter.classes) < 2:
         raise fail(f"the model knows only {spam_filter.classes}; evaluate needs two classes")
-    proba, log_odds = spam_filter.score_tokens(test_tokens)
+    proba, log_odds, lengths = spam_filter.score_tokens(test_tokens)
     try:
         report = evaluation_report(
             test_labels,
@@ -686,18 +706,23 @@ def evaluate(
             spam_filter.classes,
             train_counts,
             positive=spam_filter.positive_class(),
-            scores=log_odds,
+            # Ranked as the filter ranks: by its spam score, not the raw posterior.
+            scores=None
+            if log_odds is None
+            else spam_filter.calibration.decision(log_odds, lengths),
         )
     except ValueError as exc:
         raise fail(f"cannot evaluate: {exc}") from None
     if log_odds is not None:
-        report["spam_score"] = spam_score_report(spam_filter, log_odds, test_labels)
+        report["spam_score"] = spam_score_report(spam_filter, log_odds, lengths, test_labels)
     model = spam_filter.model
     protocol.update(
         description=description,
         event_model=model.event_model,
         alpha=model.alpha,
         min_count=model.min_count,
+        max_features=model.max_features,
+        selection=model.selection,
     )
     report["protocol"] = protocol
     if as_json:
@@ -728,7 +753,7 @@ def filter_pipe(
 
 
 def spam_score_report(
-    spam_filter: SpamFilter, log_odds: Any, test_labels: Sequence[str]
+    spam_filter: SpamFilter, log_odds: Any, lengths: Any, test_labels: Sequence[str]
 ) -> dict[str, Any]:
     """How well the calibrated spam score and its unsure band did on the test mail."""
     import numpy as np
@@ -736,7 +761,7 @@ def spam_score_report(
     from .scores import calibration as reliability
 
     calibration = spam_filter.calibration
-    score = calibration.score(log_odds)
+    score = calibration.score(log_odds, lengths)
     is_spam = np.asarray(test_labels, dtype=object) == spam_filter.positive_class()
     unsure = (score > calibration.ham_cutoff) & (score < calibration.spam_cutoff)
     return {
@@ -826,6 +851,8 @@ def info(model_path: Path | None, as_json: bool) -> None:
         "event_model": model.event_model,
         "alpha": model.alpha,
         "min_count": model.min_count,
+        "max_features": model.max_features,
+        "selection": model.selection,
         "bytes": os.path.getsize(path),
     }
     if as_json:

@@ -87,11 +87,15 @@ def insert_header(message: bytes, name: str, value: str, *, complete: bool = Tru
     return message[:at] + line + message[at:]
 
 
-def verdict_and_score(log_odds: float, calibration: dict[str, float]) -> tuple[str, float]:
+def verdict_and_score(
+    log_odds: float, length: float, calibration: dict[str, float]
+) -> tuple[str, float]:
     """The calibrated spam score (see calibration.py) and its verdict, in plain floats."""
     if math.isnan(log_odds):
         raise ValueError("the model gives this message no score (an unsmoothed model?)")
-    z = calibration["slope"] * log_odds + calibration["intercept"]
+    exponent = calibration.get("length_exponent", 0.0)
+    evidence = log_odds / max(length, 1.0) ** exponent if exponent else log_odds
+    z = calibration["slope"] * evidence + calibration["intercept"]
     score = 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
     if score >= calibration["spam_cutoff"]:
         return "Spam", score
@@ -129,8 +133,8 @@ def score_message(
     if table is not None:
         try:
             settings = TokenizerSettings.from_dict(table.header["tokenizer"])
-            log_odds = table.log_odds(tokenize(data, settings))
-            return verdict_and_score(log_odds, table.header["calibration"])
+            log_odds, length = table.evidence(tokenize(data, settings))
+            return verdict_and_score(log_odds, length, table.header["calibration"])
         except (KeyError, IndexError, TypeError, ValueError):
             pass  # a damaged table: the model itself still scores
     from .store import load
@@ -142,10 +146,11 @@ def score_message(
     tokens = spam_filter.tokenize([data])
     arrays = table_arrays(spam_filter)
     if arrays is not None:
-        log_odds = ScoringTable(encode_table(*arrays)).log_odds(tokens[0])
+        log_odds, length = ScoringTable(encode_table(*arrays)).evidence(tokens[0])
     else:
-        log_odds = float(spam_filter.score_tokens(tokens)[1][0])
-    return verdict_and_score(log_odds, spam_filter.calibration.to_dict())
+        _, all_log_odds, lengths = spam_filter.score_tokens(tokens)
+        log_odds, length = float(all_log_odds[0]), float(lengths[0])
+    return verdict_and_score(log_odds, length, spam_filter.calibration.to_dict())
 
 
 def run(

@@ -92,7 +92,12 @@ def info_table(info: dict[str, Any]) -> Table:
     _add_row(
         table,
         "scoring",
-        f"{info['event_model']}, alpha={info['alpha']:g}, min-count={info['min_count']}",
+        f"{info['event_model']}, alpha={info['alpha']:g}, min-count={info['min_count']}"
+        + (
+            f", {info['max_features']:,} tokens by {info['selection']}"
+            if info.get("max_features")
+            else ""
+        ),
     )
     _add_row(table, "size", human_size(info["bytes"]))
     return table

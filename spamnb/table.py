@@ -67,7 +67,7 @@ def table_arrays(
         return None
     active = model.active_features()
     prior = model.class_log_prior()
-    if model.event_model == "multinomial":
+    if model.event_model != "bernoulli":
         weights, constant = model.feature_log_prob(), prior
     else:
         weights, absent_sum, certain = model._bernoulli_parts()
@@ -86,7 +86,7 @@ def table_arrays(
     header = {
         "classes": model.classes,
         "positive": model.classes.index(positive),
-        "by_presence": model.event_model == "bernoulli",
+        "by_presence": model.by_presence,
         "constant": [float(c) for c in constant],
         "calibration": spam_filter.calibration.to_dict(),
         "tokenizer": spam_filter.settings.to_dict(),
@@ -116,23 +116,25 @@ class ScoringTable:
         self.hashes = body[: n * 8].cast("Q")
         self.weights = body[n * 8 :].cast("d")
 
-    def log_odds(self, tokens: Sequence[str]) -> float:
-        """Spam against the rest, as the model's own log_odds gives it."""
+    def evidence(self, tokens: Sequence[str]) -> tuple[float, int]:
+        """Spam log-odds against the rest and the evidence length, as the model gives them."""
         k = len(self.header["classes"])
         joint = list(self.header["constant"])
         hashes, weights, n = self.hashes, self.weights, len(self.hashes)
+        length = 0
         for token, count in Counter(tokens).items():
             h = token_hash(token)
             i = bisect_left(hashes, h)
             if i < n and hashes[i] == h:
+                length += count
                 times = 1 if self.header["by_presence"] else count
                 for c in range(k):
                     joint[c] += times * weights[i * k + c]
         positive = joint.pop(self.header["positive"])
         top = max(joint)
         if math.isinf(top):
-            return positive - top
-        return positive - (top + math.log(sum(math.exp(j - top) for j in joint)))
+            return positive - top, length
+        return positive - (top + math.log(sum(math.exp(j - top) for j in joint))), length
 
 
 def load_table(

@@ -27,25 +27,37 @@ __all__ = ["DEFAULT_SETTINGS", "TOKENIZER_VERSION", "TokenizerSettings", "tokeni
 
 # Bump whenever a change makes the same message give other tokens: a model trained by
 # an older tokenizer then scores with a vocabulary that partly no longer occurs.
-TOKENIZER_VERSION = 1
+TOKENIZER_VERSION = 2
 
 
 # What the tokenizer emits; stored in the model so training and scoring agree.
 # - version: the tokenizer that trained the model (set by the model file, not users).
-# - min_word_length: shorter words are dropped: two-letter words are mostly stop words
-#   and markup residue, and on the SpamAssassin corpus keeping them added noise.
+# - min_word_length: shorter words are dropped.  Version 1 dropped two-letter words
+#   too; with word pairs they help: 5-fold cross-validation on the training parts
+#   of the 70/30 splits (boolean model, k=0.01) made 51 errors at length 2 against
+#   54 at length 1 on Enron1 and 34 against 35 on SpamAssassin (at length 3 without
+#   pairs: 71 and 36).
 # - max_word_length: longer words become one coarse ``skip:`` token (first character
 #   and length in tens).  SpamBayes reported that a cap near 12 loses almost nothing
 #   while it stops base64 residue, hashes and encoded URLs flooding the vocabulary.
 # - max_text_chars: a message's body is cut here before tokenizing: spam cannot buy
 #   time with size, and the first 100 kB of text carry all the evidence in practice.
+# - word_pairs: 1 adds each pair of adjacent words as a token ("click here"), the
+#   phrases CRM114's sparse bigrams showed to be strong evidence.  In the same
+#   cross-validation they cut Enron1's errors from 66 to 51 and its ROC AUC loss by
+#   two thirds, and left SpamAssassin's even (36 and 34 errors); pairs at gaps of
+#   2 or 3 words (full OSB) were no better than adjacent ones.  Models of tokenizer
+#   version 1 have no pairs.
 # A named tuple rather than a dataclass: importing dataclasses costs the pipe filter's
 # start-up several milliseconds.
 _SettingsFields = namedtuple(
     "_SettingsFields",
-    ["version", "min_word_length", "max_word_length", "max_text_chars"],
-    defaults=(TOKENIZER_VERSION, 3, 12, 100_000),
+    ["version", "min_word_length", "max_word_length", "max_text_chars", "word_pairs"],
+    defaults=(TOKENIZER_VERSION, 2, 12, 100_000, 1),
 )
+
+# What a stored setting meant before it was stored: a version-1 model has no pairs.
+_LEGACY_SETTINGS = {"word_pairs": 0}
 
 
 class TokenizerSettings(_SettingsFields):
@@ -56,7 +68,8 @@ class TokenizerSettings(_SettingsFields):
 
     @classmethod
     def from_dict(cls, data: dict[str, int]) -> TokenizerSettings:
-        return cls(**{k: v for k, v in data.items() if k in cls._fields})
+        known = {**_LEGACY_SETTINGS, **{k: v for k, v in data.items() if k in cls._fields}}
+        return cls(**known)
 
 
 DEFAULT_SETTINGS = TokenizerSettings()
@@ -87,6 +100,8 @@ def _words(text: str, settings: TokenizerSettings, prefix: str = "") -> Iterator
     which SpamBayes found more telling than splitting on every non-letter.
     """
     shortest, longest = settings.min_word_length, settings.max_word_length
+    pairs = settings.word_pairs
+    previous = None
     for raw in text.split():
         word = raw.strip(_WORD_EDGE_PUNCTUATION)
         n = len(word)
@@ -94,9 +109,13 @@ def _words(text: str, settings: TokenizerSettings, prefix: str = "") -> Iterator
             continue
         word = word.casefold()
         if n > longest:
-            yield f"{prefix}skip:{word[0]} {n // 10 * 10}"
-        else:
-            yield prefix + word
+            word = f"skip:{word[0]} {n // 10 * 10}"
+        yield prefix + word
+        if pairs:
+            # A space cannot occur inside a word, so a pair never equals a word.
+            if previous is not None:
+                yield f"{prefix}{previous} {word}"
+            previous = word
 
 
 def _text_patterns(text: str) -> Iterator[str]:

@@ -51,10 +51,31 @@ def test_verdicts_match_the_calibrated_score():
     calibration = Calibration(slope=0.05, intercept=0.1, ham_cutoff=0.2, spam_cutoff=0.9)
     verdicts = []
     for log_odds in (-200.0, -30.0, 0.0, 45.0, 80.0, 2000.0, -2000.0):
-        verdict, score = verdict_and_score(log_odds, calibration.to_dict())
+        verdict, score = verdict_and_score(log_odds, 50.0, calibration.to_dict())
         assert score == pytest.approx(float(calibration.score(np.array([log_odds]))[0]))
         verdicts.append(verdict)
     assert verdicts == ["Ham", "Ham", "Unsure", "Spam", "Spam", "Spam", "Ham"]
+
+
+def test_length_normalisation_divides_the_evidence_and_keeps_its_sign():
+    calibration = Calibration(slope=1.0, intercept=0.0, length_exponent=0.75)
+    log_odds = np.array([-80.0, 80.0, 8.0, 0.0])
+    lengths = np.array([16.0, 16.0, 1.0, 100.0])
+    z = calibration.decision(log_odds, lengths)
+    assert z == pytest.approx([-10.0, 10.0, 8.0, 0.0])
+    # The pipe filter's plain-float arithmetic agrees with the array version.
+    scores = calibration.score(log_odds, lengths)
+    for lo, length, expected in zip(log_odds, lengths, scores, strict=True):
+        _, score = verdict_and_score(float(lo), float(length), calibration.to_dict())
+        assert score == pytest.approx(float(expected))
+    # Lengths below one (no known token) count as one rather than blowing up.
+    assert calibration.decision(np.array([3.0]), np.array([0.0])) == pytest.approx([3.0])
+
+
+def test_calibrations_stored_before_the_exponent_keep_their_raw_map():
+    old = Calibration.from_dict({"slope": 0.5, "intercept": 0.0})
+    assert old.length_exponent == 0.0
+    assert old.decision(np.array([10.0]), np.array([100.0])) == pytest.approx([5.0])
 
 
 def sample_tokens(sample_maildir) -> tuple[SpamFilter, list[list[str]], list[str]]:

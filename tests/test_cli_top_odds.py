@@ -22,13 +22,16 @@ def test_top_odds_tables_and_json(tmp_path, sample_maildir):
     assert all(row["log_odds_ratio"] > 0 for row in hammy)
     for row in spammy + hammy:
         assert row["counts"]["spam"] + row["counts"]["ham"] >= 2
-    # The Laplace-smoothed ratio, recomputed from the printed counts and the model's totals.
-    counts = load(model).model.token_counts
+    # The smoothed ratio, recomputed from the printed counts and the model's totals: the
+    # default boolean model counts messages containing a token, smoothed with k=0.01.
+    trained = load(model).model
+    assert trained.event_model == "boolean"
+    counts, k = trained.doc_counts, trained.alpha
     totals = dict(zip(["spam", "ham"], counts.sum(axis=1), strict=True))
     size = counts.shape[1]
     for row in (spammy[0], hammy[0]):
-        p_spam = (row["counts"]["spam"] + 1) / (totals["spam"] + size)
-        p_ham = (row["counts"]["ham"] + 1) / (totals["ham"] + size)
+        p_spam = (row["counts"]["spam"] + k) / (totals["spam"] + k * size)
+        p_ham = (row["counts"]["ham"] + k) / (totals["ham"] + k * size)
         expected = math.log(p_spam / p_ham)
         assert abs(row["log_odds_ratio"]) == pytest.approx(abs(expected))
     human = run("top-odds", "-m", model, "-n", "5")

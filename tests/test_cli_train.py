@@ -335,3 +335,17 @@ def test_forgetting_two_copies_of_a_message_at_once(tmp_path, sample_maildir):
     outcome = run_json("train", "-m", model, "--forget", source, copy)
     assert (outcome["forgotten"], outcome["unknown"]) == (1, 0)
     assert outcome["classes"]["spam"]["total"] == 29
+
+
+def test_messages_without_message_id_differ_by_subject_but_not_by_other_headers():
+    from spamnb.filter import message_digest
+
+    body = b"\nSame body in every copy.\n"
+    first = b"Subject: invoice 1\nX-Spamnb: Ham\n" + body
+    assert message_digest(first) != message_digest(b"Subject: invoice 2\n" + body)
+    assert message_digest(first) == message_digest(b"Subject:  invoice\n  1\nStatus: RO\n" + body)
+    # With a Message-ID the Subject no longer matters: it identifies the message.
+    with_id = b"Message-ID: <a@example.com>\n"
+    assert message_digest(with_id + b"Subject: [SPAM] x\n" + body) == message_digest(
+        with_id + b"Subject: x\n" + body
+    )

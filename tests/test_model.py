@@ -227,3 +227,43 @@ def test_non_finite_alpha_is_refused():
     for alpha in (math.nan, math.inf):
         with pytest.raises(ValueError, match="finite"):
             NaiveBayes(alpha=alpha)
+
+
+def test_boolean_model_is_a_multinomial_over_once_per_message_counts():
+    model, vocabulary = toy(event_model="boolean", alpha=1.0)
+    # Documents containing each word: spam buy 1, cheap 2, pills 1, offer 1 (5 in all);
+    # ham cheap 1, lunch 1, meeting 1, notes 1, today 2 (6 in all); |V| = 8.
+    p_spam = 0.5 * (2 + 1) / (5 + 8) * ((0 + 1) / (5 + 8))
+    p_ham = 0.5 * (1 + 1) / (6 + 8) * ((2 + 1) / (6 + 8))
+    # "cheap cheap today": each word counts once, however often it occurs.
+    expected = p_spam / (p_spam + p_ham)
+    assert spam_probability(model, vocabulary, "cheap cheap today") == pytest.approx(expected)
+    assert spam_probability(model, vocabulary, "cheap today") == pytest.approx(expected)
+
+
+def test_information_gain_matches_hand_computation():
+    model, vocabulary = toy()
+    gain = model.information_gain()
+
+    def h(*p: float) -> float:
+        return -sum(x * math.log(x) for x in p if x > 0)
+
+    # "cheap" is in 2 of 2 spam and 1 of 2 ham: H(C) - 3/4 H(2/3, 1/3) - 1/4 H(0, 1).
+    cheap = vocabulary.index["cheap"]
+    assert gain[cheap] == pytest.approx(h(0.5, 0.5) - 0.75 * h(2 / 3, 1 / 3))
+    # "today" is in both ham and no spam: it splits the classes perfectly, gaining H(C).
+    today = vocabulary.index["today"]
+    assert gain[today] == pytest.approx(h(0.5, 0.5))
+    assert gain.argmax() == today
+
+
+@pytest.mark.parametrize(("selection", "kept"), [("ig", "today"), ("df", "cheap")])
+def test_max_features_keeps_the_most_informative_tokens(selection, kept):
+    model, vocabulary = toy(max_features=1, selection=selection)
+    active = model.active_features()
+    assert active.sum() == 1 and active[vocabulary.index[kept]]
+    # Tokens outside the kept vocabulary carry no evidence in any event model.
+    assert spam_probability(model, vocabulary, "pills offer") == pytest.approx(0.5)
+    model.max_features = None
+    assert model.active_features().all()
+    assert NaiveBayes.from_state(toy(max_features=3)[0].to_state()).active_features().sum() == 3

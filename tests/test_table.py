@@ -47,8 +47,9 @@ def test_table_scores_equal_the_models(tmp_path, sample_maildir, options):
     assert table is not None
     for data in messages(sample_maildir)[::3]:
         tokens = spam_filter.tokenize([data])
-        expected = float(spam_filter.score_tokens(tokens)[1][0])
-        assert table.log_odds(tokens[0]) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        _, log_odds, lengths = spam_filter.score_tokens(tokens)
+        expected = (float(log_odds[0]), float(lengths[0]))
+        assert table.evidence(tokens[0]) == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
 def test_three_classes(tmp_path, sample_maildir):
@@ -69,8 +70,9 @@ def test_three_classes(tmp_path, sample_maildir):
     table = load_table(model, table_path(model), trust=False)
     for data in messages(sample_maildir)[::4]:
         tokens = spam_filter.tokenize([data])
-        expected = float(spam_filter.score_tokens(tokens)[1][0])
-        assert table.log_odds(tokens[0]) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        _, log_odds, lengths = spam_filter.score_tokens(tokens)
+        expected = (float(log_odds[0]), float(lengths[0]))
+        assert table.evidence(tokens[0]) == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
 def test_a_stale_or_missing_table_falls_back_to_the_model(tmp_path, sample_maildir):

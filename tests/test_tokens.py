@@ -50,8 +50,9 @@ Content-Type: text/plain; charset=us-ascii""",
         "header:x-mailer",
     ):
         assert expected in tokens
-    # Two-letter words are dropped; edge punctuation is stripped.
-    assert "we" not in tokens and "place?" not in tokens
+    # One-letter words are dropped, two-letter ones kept; edge punctuation is stripped.
+    assert "we" in tokens and "place?" not in tokens
+    assert not any(len(t) == 1 for t in tokens)
 
 
 def test_case_is_folded_on_unicode_letters():
@@ -252,3 +253,25 @@ def test_any_bytes_give_a_token_list_deterministically(data):
 )
 def test_hostile_mime_fragments_never_raise(lines):
     assert isinstance(tokenize(b"".join(lines)), list)
+
+
+def test_adjacent_words_make_pair_tokens_unless_switched_off():
+    from spamnb.tokens import DEFAULT_SETTINGS
+
+    data = message("Subject: Cheap Meds now", b"Click here to buy, my friend")
+    tokens = tokenize(data)
+    for pair in ("click here", "here to", "to buy", "buy my", "subject:cheap meds"):
+        assert pair in tokens
+    # Pairs join the words that survive the length cut, never across a part.
+    assert "my friend" in tokens and "now click" not in tokens
+    plain = tokenize(data, DEFAULT_SETTINGS._replace(word_pairs=0))
+    assert not any(" " in t for t in plain if not t.startswith(("x-mailer:", "skip:")))
+
+
+def test_models_from_tokenizer_version_1_keep_their_settings():
+    from spamnb.tokens import TokenizerSettings
+
+    old = TokenizerSettings.from_dict(
+        {"version": 1, "min_word_length": 3, "max_word_length": 12, "max_text_chars": 100_000}
+    )
+    assert old.word_pairs == 0 and old.min_word_length == 3
