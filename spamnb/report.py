@@ -14,10 +14,12 @@ from rich.table import Table
 from rich.text import Text
 
 __all__ = [
+    "cross_validation_report",
     "evaluation_report",
     "info_table",
     "top_odds_tables",
     "training_summary",
+    "tuning_report",
 ]
 
 
@@ -187,6 +189,159 @@ def evaluation_report(report: dict[str, Any]) -> RenderableType:
         _per_class_table(report),
         _calibration_table(report),
     ]
+    return Group(*parts)
+
+
+def cross_validation_report(report: dict[str, Any]) -> RenderableType:
+    """evaluate --folds: the split report's tables on the pooled out-of-fold predictions,
+    the calibrated score against each fold's own unsure band, and accuracy per fold."""
+    # Each fold has its own band, which the split report's one-band rows cannot show.
+    pooled = {key: value for key, value in report.items() if key != "spam_score"}
+    parts: list[RenderableType] = [
+        Text(report["protocol"]["description"], style="italic"),
+        _summary_table(pooled),
+    ]
+    if report.get("spam_score"):
+        parts.append(_pooled_spam_score_table(report["spam_score"]))
+    parts += [
+        _fold_table(report),
+        _confusion_table(report),
+        _per_class_table(report),
+        _calibration_table(report),
+    ]
+    return Group(*parts)
+
+
+def _pooled_spam_score_table(score: dict[str, Any]) -> Table:
+    table = _table(
+        "Calibrated spam score (each message against its fold model's unsure band)",
+        "measure",
+        "value",
+        right=("value",),
+    )
+    _add_row(table, "ECE", _number(score["calibration"]["ece"]))
+    _add_row(table, "Brier score", _number(score["calibration"]["brier"]))
+    unsure = score["unsure"]
+    _add_row(table, "unsure (bands: per fold)", f"{unsure['spam']:,} spam, {unsure['ham']:,} ham")
+    _add_row(table, "ham called spam at the cut-off", f"{score['false_positives_at_cutoff']:,}")
+    _add_row(table, "spam called ham at the cut-off", f"{score['false_negatives_at_cutoff']:,}")
+    return table
+
+
+def _fold_table(report: dict[str, Any]) -> Table:
+    bands = report["spam_score"]["folds"] if report.get("spam_score") else None
+    columns = ["trained on", "tested on", "accuracy"] + (["unsure band"] if bands else [])
+    table = _table("Per fold", "fold", *columns, right=columns)
+    for position, row in enumerate(report["per_fold"]):
+        cells = [str(row["fold"]), f"{row['train_n']:,}", f"{row['n']:,}"]
+        cells.append(_percent(row["accuracy"]))
+        if bands:
+            cells.append(
+                f"{bands[position]['ham_cutoff']:.3f}-{bands[position]['spam_cutoff']:.3f}"
+            )
+        _add_row(table, *cells)
+    table.add_section()
+    spread = report["fold_accuracy"]
+    mean = f"{_percent(spread['mean'])} ± {_percent(spread['std'])}"
+    _add_row(table, "mean ± sd", "", "", mean, *([""] if bands else []))
+    return table
+
+
+def _rate(value: float) -> str:
+    # Target rates such as 0.1% or 0.05% must not round to a neighbour.
+    return f"{100 * value:g}%"
+
+
+def _share(count: int, total: int) -> str:
+    return f"{count:,} of {total:,}"
+
+
+def _tokens(max_features: int) -> str:
+    return "all" if not max_features else f"{max_features:,}"
+
+
+def tuning_report(report: dict[str, Any]) -> RenderableType:
+    """spamnb tune: every setting tried, the one chosen, its spam cut-offs and (with a
+    held-out test part) how the choice did on the test part."""
+    protocol = report["protocol"]
+    parts: list[RenderableType] = [Text(protocol["description"], style="italic")]
+    columns = ("k", "tokens", "accuracy", "FP", "FN", "errors", "ROC AUC")
+    grid = _table(
+        f"Settings tried ({protocol['folds']}-fold cross-validation of {protocol['tuned_n']:,} "
+        "messages; FP: ham called spam, FN: spam called ham; * chosen)",
+        "",
+        "model",
+        *columns,
+        right=columns,
+    )
+    for row in report["grid"]:
+        cells = [
+            "*" if row["chosen"] else "",
+            row["event_model"],
+            f"{row['alpha']:g}",
+            _tokens(row["max_features"]),
+            _percent(row["accuracy"]),
+            f"{row['false_positives']:,}",
+            f"{row['false_negatives']:,}",
+            f"{row['errors']:,}",
+            _number(row["roc_auc"]),
+        ]
+        grid.add_row(*(Text(cell) for cell in cells), style="bold" if row["chosen"] else None)
+    parts.append(grid)
+    chosen = report["chosen"]
+    parts.append(
+        Text(
+            f"Chosen: {chosen['event_model']}, k={chosen['alpha']:g}, "
+            f"{_tokens(chosen['max_features'])} tokens (fewest errors; ties go to fewer "
+            "false positives, then the higher ROC AUC, then the earlier row).\n"
+            f"Train with it: spamnb train {chosen['train_options']} (the model keeps them)."
+        )
+    )
+    test = report.get("test")
+    cutoff_columns = ["target FP rate", "cut-off", "ham at/above", "spam recall"]
+    if test:
+        cutoff_columns += ["test: ham at/above", "test: spam recall"]
+    cutoffs = _table(
+        "Spam cut-offs for a target false-positive rate (calibrated spam score of the chosen "
+        "setting, cross-validated)",
+        *cutoff_columns,
+        right=cutoff_columns,
+    )
+    for position, row in enumerate(report["cutoffs"]):
+        cells = [
+            _rate(row["fp_rate"]),
+            "none" if row["cutoff"] is None else f"{row['cutoff']:g}",
+            _share(row["ham_above"], row["ham"]),
+            _percent(row["spam_recall"]),
+        ]
+        if test:
+            on_test = test["cutoffs"][position]
+            cells += [
+                _share(on_test["ham_above"], on_test["ham"]),
+                _percent(on_test["spam_recall"]),
+            ]
+        _add_row(cutoffs, *cells)
+    parts += [
+        cutoffs,
+        Text(
+            "Apply one with: spamnb train --spam-cutoff X (with --ham-cutoff at or below it "
+            "if the model's ham cut-off is higher)."
+        ),
+    ]
+    if test:
+        parts.append(
+            Text(
+                f"The held-out test part: {test['n']:,} messages never used for tuning, "
+                "scored once by the chosen setting trained on all the tuning mail.",
+                style="italic",
+            )
+        )
+        table = _table("Held-out test part", "measure", "value", right=("value",))
+        _add_row(table, "accuracy", _percent(test["accuracy"]))
+        _add_row(table, "false positives", f"{test['false_positives']:,}")
+        _add_row(table, "false negatives", f"{test['false_negatives']:,}")
+        _add_row(table, "ROC AUC", _number(test["roc_auc"]))
+        parts.append(table)
     return Group(*parts)
 
 

@@ -151,8 +151,10 @@ def test_spamassassin_split_meets_the_accuracy_targets(real_corpus):
     assert report["n"] == 1814
     assert report["per_class"]["ham"]["support"] == 1245
     assert report["baseline_accuracy"] == pytest.approx(1245 / 1814)
-    assert report["accuracy"] >= 0.98
-    assert report["roc_auc"] >= 0.995
+    # Issue 4's defaults (99.12% and 0.9998 when chosen); issue 4 asks for 99.3% in the end.
+    assert report["accuracy"] >= 0.99
+    assert report["confusion"]["fp"] <= 5
+    assert report["roc_auc"] >= 0.9995
     # The calibrated spam score, fitted on held-out folds of the training part only.
     score = report["spam_score"]
     assert score["calibration"]["ece"] <= 0.02
@@ -166,8 +168,10 @@ def test_spamassassin_split_meets_the_accuracy_targets(real_corpus):
 def test_enron1_split_beats_the_baseline_by_far(real_corpus):
     report = split_report(real_corpus("enron1"))
     assert report["baseline_accuracy"] < 0.75
-    assert report["accuracy"] >= 0.95
-    assert report["roc_auc"] >= 0.99
+    # Without removing Enron1's duplicates (1,552 test messages): 98.26% and 0.9989 when
+    # the defaults were chosen; the benchmark's deduplicated split is make bench-accuracy's.
+    assert report["accuracy"] >= 0.98
+    assert report["roc_auc"] >= 0.998
 
 
 def test_one_class_is_a_clear_error(tmp_path, sample_maildir):
@@ -190,3 +194,73 @@ def test_model_mode_baseline_comes_from_the_models_counts(tmp_path, sample_maild
     # 30 ham against 10 spam in training: the baseline always says ham.
     assert report["baseline_class"] == "ham"
     assert report["baseline_accuracy"] == pytest.approx(0.5)
+
+
+def folds_report(sample_maildir, *extra: str) -> dict:
+    return run_json(
+        "evaluate", "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham", *extra
+    )
+
+
+def test_folds_pool_every_message_once(sample_maildir):
+    report = folds_report(sample_maildir, "--folds", "4", "--seed", "5")
+    assert set(report) >= REQUIRED_KEYS | {"per_fold", "fold_accuracy", "spam_score"}
+    assert report["n"] == 60
+    assert sum(report["confusion"].values()) == 60
+    assert report["per_class"]["spam"]["support"] == report["per_class"]["ham"]["support"] == 30
+    protocol = report["protocol"]
+    assert (protocol["mode"], protocol["folds"], protocol["seed"]) == ("folds", 4, 5)
+    assert protocol["event_model"] == "boolean"
+    folds = report["per_fold"]
+    assert [row["fold"] for row in folds] == [1, 2, 3, 4]
+    assert sum(row["n"] for row in folds) == 60
+    assert all(row["train_n"] + row["n"] == 60 for row in folds)
+    accuracies = [row["accuracy"] for row in folds]
+    assert report["fold_accuracy"]["mean"] == pytest.approx(sum(accuracies) / 4)
+    mean = report["fold_accuracy"]["mean"]
+    spread = (sum((a - mean) ** 2 for a in accuracies) / 3) ** 0.5
+    assert report["fold_accuracy"]["std"] == pytest.approx(spread)
+    # Equal folds of 15: the pooled accuracy is the mean of the folds'.
+    assert report["accuracy"] == pytest.approx(mean)
+    assert len(report["spam_score"]["folds"]) == 4
+    assert sum(b["count"] for b in report["spam_score"]["calibration"]["bins"]) == 60
+
+
+def test_folds_are_deterministic_and_take_scoring_options(sample_maildir):
+    first = folds_report(sample_maildir, "--folds", "3", "--seed", "2")
+    assert folds_report(sample_maildir, "--folds", "3", "--seed", "2") == first
+    other = folds_report(
+        sample_maildir, "--folds", "3", "--seed", "2", "--event-model", "bernoulli", "--alpha", "1"
+    )
+    assert (other["protocol"]["event_model"], other["protocol"]["alpha"]) == ("bernoulli", 1.0)
+    assert other["per_fold"] != first["per_fold"] or other["roc_auc"] != first["roc_auc"]
+
+
+def test_folds_human_report(sample_maildir):
+    result = run(
+        "evaluate",
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+        "--folds",
+        "3",
+    )
+    assert result.exit_code == 0, result.output
+    for text in ("2 of 3 stratified", "Per fold", "mean ± sd", "accuracy", "ROC AUC", "Confusion"):
+        assert text in result.stdout
+
+
+def test_folds_errors(tmp_path, sample_maildir):
+    mail = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    assert_one_line_error(
+        run("evaluate", *mail, "--folds", "3", "--test-size", "0.3"), "--folds", "--test-size"
+    )
+    assert_one_line_error(
+        run("evaluate", *mail, "--folds", "3", "-m", tmp_path / "m.joblib"), "--folds", "-m"
+    )
+    assert_one_line_error(run("evaluate", *mail, "--folds", "61"), "61")
+    assert_one_line_error(
+        run("evaluate", "--spam", sample_maildir / "spam", "--folds", "3"), "two classes"
+    )
+    assert run("evaluate", *mail, "--folds", "1").exit_code == 2

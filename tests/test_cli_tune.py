@@ -1,0 +1,130 @@
+"""`spamnb tune` on the sample corpus, with small grids so it stays quick."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from cli_helpers import assert_one_line_error, run, run_json
+
+from spamnb import cli, tuning
+
+SMALL = ("--event-models", "boolean,multinomial", "--alphas", "1,0.01", "--max-features", "0")
+
+
+def mail(sample_maildir):
+    return ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+
+
+def rank(row_and_position):
+    position, row = row_and_position
+    return (row["errors"], row["false_positives"], -row["roc_auc"], position)
+
+
+def test_json_has_every_setting_and_chooses_by_the_rule(sample_maildir):
+    report = run_json("tune", *mail(sample_maildir), *SMALL, "--folds", "3", "--seed", "1")
+    assert set(report) == {"protocol", "grid", "chosen", "cutoffs", "test"}
+    assert report["test"] is None
+    assert report["protocol"]["tuned_n"] == 60
+    assert report["protocol"]["test_n"] == 0
+    assert (report["protocol"]["folds"], report["protocol"]["seed"]) == (3, 1)
+    grid = report["grid"]
+    tried = [(row["event_model"], row["alpha"], row["max_features"]) for row in grid]
+    assert tried == [
+        ("boolean", 1.0, 0),
+        ("boolean", 0.01, 0),
+        ("multinomial", 1.0, 0),
+        ("multinomial", 0.01, 0),
+    ]
+    for row in grid:
+        assert set(row) >= {"accuracy", "false_positives", "false_negatives", "errors", "roc_auc"}
+        assert row["errors"] == row["false_positives"] + row["false_negatives"]
+        assert row["accuracy"] == pytest.approx(1 - row["errors"] / 60)
+    assert [row["chosen"] for row in grid].count(True) == 1
+    best_position, best = min(enumerate(grid), key=rank)
+    assert best["chosen"]
+    chosen = report["chosen"]
+    assert (chosen["event_model"], chosen["alpha"], chosen["max_features"]) == tried[best_position]
+    assert chosen["train_options"] == (
+        f"--event-model {chosen['event_model']} --alpha {chosen['alpha']:g} --max-features 0"
+    )
+
+
+def test_cutoff_table_keeps_to_each_target_rate(sample_maildir):
+    report = run_json(
+        "tune", *mail(sample_maildir), *SMALL, "--fp-rate", "0.1", "--fp-rate", "0,0.05"
+    )
+    cutoffs = report["cutoffs"]
+    assert [row["fp_rate"] for row in cutoffs] == [0.1, 0.0, 0.05]
+    for row in cutoffs:
+        assert (row["ham"], row["spam"]) == (30, 30)
+        assert row["ham_above"] <= math.floor(row["fp_rate"] * row["ham"])
+        assert row["spam_recall"] == pytest.approx(row["spam_caught"] / row["spam"])
+        assert row["cutoff"] is None or 0 < row["cutoff"] <= 1
+    by_rate = {row["fp_rate"]: row for row in cutoffs}
+    # Allowing more false positives can only lower the cut-off and catch more spam.
+    assert by_rate[0.1]["cutoff"] <= by_rate[0.0]["cutoff"]
+    assert by_rate[0.1]["spam_recall"] >= by_rate[0.0]["spam_recall"]
+
+
+def test_test_size_tunes_on_the_rest_and_tests_once(sample_maildir):
+    report = run_json("tune", *mail(sample_maildir), *SMALL, "--test-size", "0.3", "--seed", "2")
+    protocol = report["protocol"]
+    assert protocol["test_size"] == 0.3
+    assert protocol["tuned_n"] + protocol["test_n"] == 60
+    assert protocol["test_n"] == 18  # 30% of 30 of each class
+    test = report["test"]
+    assert test["n"] == 18
+    assert test["accuracy"] == pytest.approx(
+        1 - (test["false_positives"] + test["false_negatives"]) / 18
+    )
+    assert 0 <= test["roc_auc"] <= 1
+    assert [row["fp_rate"] for row in test["cutoffs"]] == [r["fp_rate"] for r in report["cutoffs"]]
+    assert all(row["ham"] + row["spam"] == 18 for row in test["cutoffs"])
+    # The cross-validation saw only the tuning part.
+    for row in report["grid"]:
+        assert row["accuracy"] == pytest.approx(1 - row["errors"] / protocol["tuned_n"])
+
+
+def test_human_output(sample_maildir):
+    result = run("tune", *mail(sample_maildir), *SMALL, "--test-size", "0.3")
+    assert result.exit_code == 0, result.output
+    for text in (
+        "Settings tried",
+        "multinomial",
+        "spamnb train --event-model",
+        "Spam cut-offs",
+        "--spam-cutoff",
+        "Held-out test part",
+    ):
+        assert text in result.stdout
+    chosen_lines = [line for line in result.stdout.splitlines() if line.strip().startswith("*")]
+    assert len(chosen_lines) == 1
+
+
+def test_errors(sample_maildir):
+    assert_one_line_error(run("tune", "--spam", sample_maildir / "spam"), "--ham")
+    assert_one_line_error(
+        run("tune", *mail(sample_maildir), *SMALL, "--folds", "61"), "cannot tune", "61"
+    )
+    for option, value in (
+        ("--alphas", "0"),
+        ("--alphas", "x"),
+        ("--event-models", "poisson"),
+        ("--max-features", "-3"),
+        ("--fp-rate", "1"),
+        ("--folds", "1"),
+    ):
+        result = run("tune", *mail(sample_maildir), option, value)
+        assert result.exit_code == 2, (option, value, result.output)
+        assert option in result.stderr
+
+
+def test_cli_defaults_are_the_tuning_modules():
+    def numbers(text):
+        return tuple(float(part) for part in text.split(","))
+
+    assert tuple(cli.TUNE_EVENT_MODELS.split(",")) == tuning.DEFAULT_EVENT_MODELS
+    assert numbers(cli.TUNE_ALPHAS) == tuning.DEFAULT_ALPHAS
+    assert numbers(cli.TUNE_MAX_FEATURES) == tuning.DEFAULT_MAX_FEATURES
+    assert numbers(cli.TUNE_FP_RATES) == tuning.DEFAULT_FP_RATES
