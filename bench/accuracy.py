@@ -40,7 +40,6 @@ import argparse
 import email
 import email.policy
 import hashlib
-import importlib.util
 import json
 import os
 import random
@@ -55,6 +54,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+# The sibling benchmark's loader of corpora/fetch.py (bench/ is on sys.path when run).
+from pipe_latency import fetch_module
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "build" / "bench-accuracy"
@@ -101,17 +103,6 @@ def prepare_peers(filters: Sequence[str]) -> None:
 
 
 # --- corpora and the split --------------------------------------------------------------
-
-
-def fetch_module():
-    spec = importlib.util.spec_from_file_location(
-        "spamnb_corpora_fetch", ROOT / "corpora" / "fetch.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses look their module up in sys.modules while the class is built.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @dataclass(frozen=True)
