@@ -93,6 +93,13 @@ _SPACE_RE = re.compile(r"\s+")
 # ---------------------------------------------------------------------------
 
 
+# A free-standing run of punctuation ("!!!", "$$", "?") becomes a punct: token.  Enron1
+# is pre-tokenized, so its "!" and the "?" that stand for non-Latin letters would
+# otherwise vanish; in 5-fold cross-validation on its training part they cut the
+# errors from 51 to 46 (SpamAssassin: 34 either way).  Longer runs are rules and art.
+_MAX_PUNCTUATION_RUN = 4
+
+
 def _words(text: str, settings: TokenizerSettings, prefix: str = "") -> Iterator[str]:
     """Whitespace-split words, edge punctuation stripped, case folded.
 
@@ -106,6 +113,8 @@ def _words(text: str, settings: TokenizerSettings, prefix: str = "") -> Iterator
         word = raw.strip(_WORD_EDGE_PUNCTUATION)
         n = len(word)
         if n < shortest:
+            if not word and len(raw) <= _MAX_PUNCTUATION_RUN:
+                yield f"{prefix}punct:{raw}"
             continue
         word = word.casefold()
         if n > longest:

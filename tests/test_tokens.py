@@ -275,3 +275,13 @@ def test_models_from_tokenizer_version_1_keep_their_settings():
         {"version": 1, "min_word_length": 3, "max_word_length": 12, "max_text_chars": 100_000}
     )
     assert old.word_pairs == 0 and old.min_word_length == 3
+
+
+def test_free_standing_punctuation_is_a_token_of_its_own():
+    tokens = tokenize(message("Subject: hi !", b"win $ 5 now ! ? ? ------------ !!!"))
+    for token in ("subject:punct:!", "punct:!", "punct:?", "punct:!!!"):
+        assert token in tokens
+    assert tokens.count("punct:?") == 2
+    # Rules of dashes are layout, not evidence; punctuation does not break word pairs.
+    assert not any(t.startswith("punct:-") for t in tokens)
+    assert "win now" in tokens
