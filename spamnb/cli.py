@@ -190,7 +190,7 @@ def _finite_alpha(ctx: click.Context, param: click.Parameter, value: float | Non
     return value
 
 
-SCORING_OPTIONS = ("event_model", "alpha", "min_count", "max_features", "selection")
+SCORING_OPTIONS = ("event_model", "alpha", "min_count", "max_features", "selection", "word_pairs")
 
 
 def scoring_options(command: Callable) -> Callable:
@@ -201,6 +201,11 @@ def scoring_options(command: Callable) -> Callable:
         kwargs["scoring"] = {name: kwargs.pop(name) for name in SCORING_OPTIONS}
         return command(*args, **kwargs)
 
+    func = click.option(
+        "--word-pairs/--no-word-pairs",
+        default=None,
+        help="Tokenize pairs of adjacent words too; fixed when a model is created [on].",
+    )(func)
     func = click.option(
         "--select",
         "selection",
@@ -347,6 +352,18 @@ def tokenize_with_progress(
 
 def apply_scoring_options(spam_filter: SpamFilter, scoring: Mapping[str, Any]) -> None:
     """Set the scoring options given on the command line; the rest stay the model's."""
+    scoring = dict(scoring)
+    word_pairs = scoring.pop("word_pairs", None)
+    if word_pairs is not None and int(word_pairs) != spam_filter.settings.word_pairs:
+        # The vocabulary was counted with the model's tokenizer: only a model that
+        # has counted nothing yet can take another.
+        if len(spam_filter.vocabulary):
+            state = "on" if spam_filter.settings.word_pairs else "off"
+            raise fail(
+                f"this model was trained with word pairs {state}; the tokenizer is fixed "
+                "when a model is created (train --new starts a new one)"
+            )
+        spam_filter.settings = spam_filter.settings._replace(word_pairs=int(word_pairs))
     model = spam_filter.model
     for name, value in scoring.items():
         if value is not None:
@@ -758,6 +775,7 @@ def scoring_settings(spam_filter: SpamFilter) -> dict[str, Any]:
         "min_count": model.min_count,
         "max_features": model.max_features,
         "selection": model.selection,
+        "word_pairs": bool(spam_filter.settings.word_pairs),
     }
 
 

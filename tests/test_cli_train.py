@@ -349,3 +349,21 @@ def test_messages_without_message_id_differ_by_subject_but_not_by_other_headers(
     assert message_digest(with_id + b"Subject: [SPAM] x\n" + body) == message_digest(
         with_id + b"Subject: x\n" + body
     )
+
+
+def test_word_pairs_are_chosen_when_a_model_is_created(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    mail = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    run("train", "-m", model, "--no-word-pairs", *mail)
+    plain = load(model)
+    assert plain.settings.word_pairs == 0
+    assert not any(" " in t for t in plain.vocabulary.tokens if t.count(":") == 0)
+    # The tokenizer of a trained model is fixed: asking for pairs now is a clear error.
+    assert_one_line_error(run("train", "-m", model, "--word-pairs", *mail), "train --new")
+    assert_one_line_error(
+        run("classify", "-m", model, "--word-pairs", sample_maildir / "spam"), "word pairs off"
+    )
+    run("train", "-m", model, "--new", *mail)
+    assert load(model).settings.word_pairs == 1
+    report = run_json("evaluate", "--no-word-pairs", *mail, "--test-size", "0.3")
+    assert report["protocol"]["word_pairs"] is False
