@@ -135,12 +135,15 @@ class NaiveBayes:
     def active_features(self) -> np.ndarray:
         """The columns the model scores; the rest are ignored.
 
-        A column must occur ``min_count`` times in all; with ``max_features`` only that
-        many of those are kept, the most informative by ``selection``.
+        A column must occur ``min_count`` times (at least once) in all; with
+        ``max_features`` only that many of those are kept, the most informative by
+        ``selection``.
         """
-        active = np.ones(self.n_features, dtype=bool)
-        if self.min_count > 1:
-            active &= self.token_counts.sum(axis=0) >= self.min_count
+        # A column every count of which was taken back (a forgotten message, or a
+        # held-out fold's own tokens during calibration) is a token the model has not
+        # seen: scoring it would add the classes' smoothing ratio as if it were
+        # evidence, where a token missing from the vocabulary adds nothing.
+        active = self.token_counts.sum(axis=0) >= max(self.min_count, 1)
         if self.max_features is not None and self.max_features < active.sum():
             merit = self.information_gain() if self.selection == "ig" else self.doc_counts.sum(0)
             merit = np.where(active, merit, -np.inf)

@@ -267,3 +267,22 @@ def test_max_features_keeps_the_most_informative_tokens(selection, kept):
     model.max_features = None
     assert model.active_features().all()
     assert NaiveBayes.from_state(toy(max_features=3)[0].to_state()).active_features().sum() == 3
+
+
+@pytest.mark.parametrize("event_model", EVENT_MODELS)
+def test_taking_counts_back_scores_as_if_never_trained(event_model):
+    extra = [("spam", "lottery winner lottery"), ("ham", "quarterly board minutes")]
+    vocabulary = Vocabulary()
+    texts = [text.split() for _, text in TRAIN + extra]
+    X = count_matrix(texts, vocabulary, grow=True)
+    labels = [label for label, _ in TRAIN + extra]
+    model = NaiveBayes(event_model=event_model, alpha=0.5).fit(X, labels)
+    model.add_counts(X[len(TRAIN) :], labels[len(TRAIN) :], sign=-1)
+    # The extra messages' own tokens now have no counts: they are no longer evidence,
+    # exactly as for a model that never saw them (whose vocabulary lacks them).
+    assert not model.active_features()[vocabulary.index["lottery"]]
+    never, never_vocabulary = toy(event_model=event_model, alpha=0.5)
+    for text in ("cheap lottery today", "board meeting notes", "cheap cheap pills"):
+        assert model.predict_log_proba(vector(vocabulary, text)) == pytest.approx(
+            never.predict_log_proba(vector(never_vocabulary, text))
+        )
