@@ -18,6 +18,8 @@ from spamnb.store import load, save
 from spamnb.table import load_table
 
 OPTIONS = [
+    [],
+    ["--event-model", "boolean", "--max-features", "500"],
     ["--event-model", "multinomial"],
     ["--event-model", "bernoulli"],
     ["--min-count", "3", "--alpha", "0.1"],
@@ -28,7 +30,9 @@ def messages(sample_maildir):
     return [p.read_bytes() for p in sorted(sample_maildir.glob("*/*/*")) if p.is_file()]
 
 
-@pytest.mark.parametrize("options", OPTIONS, ids=["multinomial", "bernoulli", "min-count"])
+@pytest.mark.parametrize(
+    "options", OPTIONS, ids=["defaults", "max-features", "multinomial", "bernoulli", "min-count"]
+)
 def test_table_scores_equal_the_models(tmp_path, sample_maildir, options):
     model = tmp_path / "model.joblib"
     result = run(
@@ -149,3 +153,15 @@ def test_the_fast_pipe_imports_no_heavy_modules(tmp_path, sample_maildir):
     )
     assert "heavy=[]" in done.stderr.decode(), done.stderr.decode()
     assert b"\nX-Spamnb: " in done.stdout
+
+
+@pytest.mark.parametrize("cut", [0, 10, 200, -8])
+def test_an_empty_or_truncated_table_falls_back_to_the_model(tmp_path, sample_maildir, cut):
+    model = tmp_path / "model.joblib"
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    data = messages(sample_maildir)[5]
+    fresh = score_message(data, model, trust=False)
+    table_file = Path(table_path(model))
+    table_file.write_bytes(table_file.read_bytes()[:cut])
+    assert load_table(model, table_file, trust=False) is None
+    assert score_message(data, model, trust=False) == pytest.approx(fresh)
