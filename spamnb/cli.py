@@ -645,6 +645,50 @@ def classify(
     "other K-1.",
 )
 @click.option(
+    "--online",
+    is_flag=True,
+    help="The TREC online protocol: classify each message in order, then train on it.",
+)
+@click.option(
+    "--index",
+    "index_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="With --online: a TREC index file (lines 'spam PATH', paths relative to it) giving "
+    "the labels and the order.",
+)
+@click.option(
+    "--order",
+    type=click.Choice(("name", "date")),
+    default="name",
+    show_default=True,
+    help="With --online and --spam/--ham: file names in natural order (Enron-Spam's "
+    "numbered 0001.1999-12-10.farmer.ham.txt) or the Date header.",
+)
+@click.option(
+    "--compare",
+    "compare_text",
+    metavar="SET,SET...",
+    help="Run option sets on the same folds and test the difference (McNemar), e.g. "
+    "'boolean,multinomial' or 'boolean k=0.01,bernoulli k=1,no-pairs'.",
+)
+@click.option(
+    "--learning-curve",
+    is_flag=True,
+    help="Also accuracy and ROC AUC against the number of training messages, per event model.",
+)
+@click.option(
+    "--report",
+    "report_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write a self-contained HTML report with the tables and plots (needs spamnb[report]).",
+)
+@click.option(
+    "--predictions",
+    "predictions_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Write each tested message's verdict as TSV (see the README for the columns).",
+)
+@click.option(
     "--seed",
     type=click.IntRange(min=0),
     default=0,
@@ -662,6 +706,13 @@ def evaluate(
     scoring: dict[str, Any],
     test_size: float | None,
     folds: int | None,
+    online: bool,
+    index_path: Path | None,
+    order: str,
+    compare_text: str | None,
+    learning_curve: bool,
+    report_path: Path | None,
+    predictions_path: Path | None,
     seed: int,
     as_json: bool,
 ) -> None:
@@ -670,101 +721,361 @@ def evaluate(
     With a model (-m) it scores all the given mail.  With --test-size it splits the
     mail, trains a new model on one part and reports on the other, never looking at
     the test part while training.  With --folds K it cross-validates: every message
-    is scored by a model trained on the other folds, and the report pools them.
+    is scored by a model trained on the other folds, and the report pools them.  With
+    --online it replays the mail in order, as a filter meets it: each message is
+    classified, then trained on.
     """
-    from .filter import SpamFilter
-    from .scores import evaluation_report, stratified_split
-
+    protocols = [
+        name
+        for name, given in (
+            ("-m/--model", model_path is not None),
+            ("--test-size", test_size is not None),
+            ("--folds", folds is not None),
+            ("--online", online),
+        )
+        if given
+    ]
+    if len(protocols) > 1:
+        raise fail(f"{' and '.join(protocols)} are different ways to test; give one of them")
+    if index_path is not None and not online:
+        raise fail("--index gives the order of --online; add --online")
+    option_sets = parse_option_sets(compare_text) if compare_text else None
+    if option_sets and (model_path is not None or online):
+        raise fail(
+            "--compare trains its own models on folds or a split; use --folds or --test-size"
+        )
+    if option_sets and folds is None and test_size is None:
+        folds = 5
+    if model_path is not None and learning_curve:
+        raise fail("--learning-curve trains its own models; leave out -m/--model")
     pairs = labelled_sources(spam, ham, label)
+    if index_path is not None:
+        if pairs:
+            raise fail("--index names the messages and their labels; leave out --spam/--ham")
+        pairs = index_sources(index_path)
     if not pairs:
         raise fail("give labelled mail: --spam PATH..., --ham PATH...")
-    if test_size is not None and model_path is not None:
-        raise fail("--test-size trains its own model; leave out -m/--model")
-    if folds is not None and test_size is not None:
-        raise fail("--folds and --test-size are two ways to test; give one of them")
-    if folds is not None and model_path is not None:
-        raise fail("--folds trains its own models; leave out -m/--model")
-    if test_size is None and folds is None:
+    if report_path is not None:
+        check_report_dependency()
+    spam_filter: SpamFilter | None = None
+    if model_path is not None or not (protocols or option_sets):
         # Load the model before reading any mail: a wrong -m should fail at once.
         spam_filter, path = load_filter(model_path)
         apply_scoring_options(spam_filter, scoring)
     items, labels = read_labelled(pairs, mail_format, recursive)
-    if folds is not None:
-        report = cross_validated_report(items, labels, scoring, folds, seed)
-        if as_json:
-            print_json(report)
-            return
-        from .report import cross_validation_report
-
-        stdout_console().print(cross_validation_report(report))
-        return
-    if test_size is None:
-        test_tokens = tokenize_with_progress(spam_filter, items, "Scoring")
-        test_labels = labels
-        # A trained model keeps counts, not labels: its class counts give the baseline.
-        train_counts: Mapping[str, int] | Sequence[str] = dict(
-            zip(spam_filter.classes, map(int, spam_filter.model.class_counts), strict=True)
-        )
-        protocol = {
-            "mode": "model",
-            "model": str(path),
-            "train_n": int(spam_filter.model.class_counts.sum()),
-        }
-        description = f"All {len(items):,} messages scored with the model {path}."
-    else:
-        spam_filter = SpamFilter()
-        apply_scoring_options(spam_filter, scoring)
-        try:
-            train_idx, test_idx = stratified_split(labels, test_size, seed)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-        token_lists = tokenize_with_progress(spam_filter, items, "Reading")
-        train_counts = [labels[i] for i in train_idx]
-        train_tokens = [token_lists[i] for i in train_idx]
-        spam_filter.train_tokens(train_tokens, train_counts)
-        spam_filter.fit_calibration(train_tokens, train_counts)
-        test_tokens = [token_lists[i] for i in test_idx]
-        test_labels = [labels[i] for i in test_idx]
-        protocol = {
-            "mode": "split",
-            "test_size": test_size,
-            "seed": seed,
-            "train_n": len(train_idx),
-        }
-        description = (
-            f"Trained on {len(train_idx):,} messages, tested on the other {len(test_idx):,} "
-            f"(stratified split, test share {test_size:g}, seed {seed})."
-        )
-    unknown = sorted(set(test_labels) - set(spam_filter.classes))
-    if unknown:
-        raise fail(f"the model has no class {unknown[0]!r}; it knows {spam_filter.classes}")
-    if len(spam_filter.classes) < 2:
-        raise fail(f"the model knows only {spam_filter.classes}; evaluate needs two classes")
-    proba, log_odds, lengths = spam_filter.score_tokens(test_tokens)
     try:
-        report = evaluation_report(
-            test_labels,
-            proba,
-            spam_filter.classes,
-            train_counts,
-            positive=spam_filter.positive_class(),
-            # Ranked as the filter ranks: by its spam score, not the raw posterior.
-            scores=None
-            if log_odds is None
-            else spam_filter.calibration.decision(log_odds, lengths),
+        report, scored, trained, token_lists = run_evaluation(
+            items,
+            labels,
+            spam_filter,
+            scoring,
+            test_size=test_size,
+            folds=folds,
+            online=online,
+            order="index" if index_path is not None else order,
+            option_sets=option_sets,
+            seed=seed,
         )
+        if spam_filter is not None:
+            report["protocol"] = {
+                "mode": "model",
+                "model": str(path),
+                "train_n": int(spam_filter.model.class_counts.sum()),
+                "description": f"All {len(items):,} messages scored with the model {path}.",
+            }
+        report["protocol"].update(scoring_settings(trained))
+        if learning_curve or (report_path is not None and spam_filter is None):
+            report["learning_curve"] = learning_curve_rows(
+                token_lists, labels, trained, test_size, seed
+            )
     except ValueError as exc:
         raise fail(f"cannot evaluate: {exc}") from None
-    if log_odds is not None:
-        report["spam_score"] = spam_score_report(spam_filter, log_odds, lengths, test_labels)
-    protocol.update(description=description, **scoring_settings(spam_filter))
-    report["protocol"] = protocol
+    from .evaluation import report_warnings, top_odds_section
+
+    top_odds = top_odds_section(trained)
+    if top_odds:
+        report["top_odds"] = top_odds
+    report["warnings"] = report_warnings(labels, top_odds)
+    if predictions_path is not None:
+        write_predictions(predictions_path, items, scored)
+    if report_path is not None:
+        write_report(report_path, report)
     if as_json:
         print_json(report)
         return
+    for warning in report["warnings"]:
+        warn(warning["message"])
     from .report import evaluation_report as render
 
     stdout_console().print(render(report))
+
+
+def run_evaluation(
+    items: Sequence[MailItem],
+    labels: list[str],
+    spam_filter: SpamFilter | None,
+    scoring: Mapping[str, Any],
+    *,
+    test_size: float | None,
+    folds: int | None,
+    online: bool,
+    order: str,
+    option_sets: Sequence[Any] | None,
+    seed: int,
+) -> tuple[dict[str, Any], Any, SpamFilter, list[list[str]]]:
+    """The chosen protocol: its report, the tested messages' outcomes, a filter
+    trained as the protocol trains (for the top-odds tables and the settings shown)
+    and the token lists it read."""
+    from .evaluation import (
+        compare_option_sets,
+        evaluate_folds,
+        evaluate_model,
+        evaluate_online,
+        evaluate_split,
+    )
+    from .filter import SpamFilter
+
+    def new_filter(extra: Mapping[str, Any] | None = None) -> Callable[[], SpamFilter]:
+        def make() -> SpamFilter:
+            made = SpamFilter()
+            apply_scoring_options(made, scoring)
+            if extra:
+                apply_scoring_options(made, extra)
+            return made
+
+        return make
+
+    if spam_filter is not None:
+        token_lists = tokenize_with_progress(spam_filter, items, "Scoring")
+        report, scored = evaluate_model(spam_filter, token_lists, labels)
+        return report, scored, spam_filter, token_lists
+    if option_sets:
+        tokenized: dict[Any, list[list[str]]] = {}
+
+        def tokens_for(option_set: Any) -> list[list[str]]:
+            pairs = option_set.options.get("word_pairs")
+            if pairs not in tokenized:
+                tokenized[pairs] = tokenize_with_progress(
+                    new_filter(option_set.options)(), items, f"Reading ({option_set.name})"
+                )
+            return tokenized[pairs]
+
+        with progress_bar("Comparing", len(labels) * len(option_sets)) as advance:
+            runs, compare = compare_option_sets(
+                option_sets,
+                tokens_for,
+                labels,
+                lambda option_set: new_filter(option_set.options),
+                folds=folds,
+                test_size=test_size,
+                seed=seed,
+                on_step=advance,
+            )
+        report, scored = runs[0]
+        report["compare"] = compare
+        first = tokens_for(option_sets[0])
+        trained = train_on_all(new_filter(option_sets[0].options)(), first, labels)
+        return report, scored, trained, first
+    settings = new_filter()()
+    token_lists = tokenize_with_progress(settings, items, "Reading")
+    if test_size is not None:
+        report, scored, trained = evaluate_split(token_lists, labels, test_size, seed, new_filter())
+        return report, scored, trained, token_lists
+    if folds is not None:
+        with progress_bar("Cross-validating", len(labels)) as advance:
+            report, scored = evaluate_folds(
+                token_lists, labels, folds, seed, new_filter(), on_step=advance
+            )
+    else:
+        message_order = online_order(items, order)
+        with progress_bar("Online", len(labels)) as advance:
+            report, scored = evaluate_online(
+                token_lists, labels, message_order, settings, order, on_step=advance
+            )
+    return report, scored, train_on_all(settings, token_lists, labels), token_lists
+
+
+def train_on_all(
+    spam_filter: SpamFilter, token_lists: Sequence[Sequence[str]], labels: Sequence[str]
+) -> SpamFilter:
+    spam_filter.train_tokens(token_lists, labels)
+    return spam_filter
+
+
+def online_order(items: Sequence[MailItem], order: str) -> Any:
+    import numpy as np
+
+    from .online import order_by_date, order_by_name
+
+    if order == "index":
+        return np.arange(len(items))
+    if order == "date":
+        from .mail import date_header
+
+        return order_by_date([date_header(item.data) for item in items])
+    return order_by_name([item.source for item in items])
+
+
+def index_sources(index_path: Path) -> list[tuple[str, str]]:
+    """The (label, path) pairs of a TREC index file, paths relative to its folder."""
+    from .online import parse_trec_index
+
+    try:
+        text = index_path.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise fail(f"cannot read the index {index_path}: {exc.strerror or exc}") from None
+    try:
+        entries = parse_trec_index(text)
+    except ValueError as exc:
+        raise fail(f"{index_path}: {exc}") from None
+    if not entries:
+        raise fail(f"{index_path} lists no messages")
+    base = index_path.parent
+    return [(label, str(base / relative)) for label, relative in entries]
+
+
+def learning_curve_rows(
+    token_lists: Sequence[Sequence[str]],
+    labels: Sequence[str],
+    trained: SpamFilter,
+    test_size: float | None,
+    seed: int,
+) -> list[dict[str, Any]]:
+    from .filter import SpamFilter
+    from .scores import stratified_split
+    from .tuning import learning_curve
+
+    def new_filter() -> SpamFilter:
+        made = SpamFilter(settings=trained.settings)
+        for name in ("event_model", "alpha", "min_count", "max_features", "selection"):
+            setattr(made.model, name, getattr(trained.model, name))
+        return made
+
+    train_idx, test_idx = stratified_split(labels, test_size or 0.3, seed)
+    return learning_curve(
+        token_lists,
+        labels,
+        train_idx,
+        test_idx,
+        alpha=trained.model.alpha,
+        seed=seed,
+        new_filter=new_filter,
+    )
+
+
+def write_predictions(path: Path, items: Sequence[MailItem], scored: Any) -> None:
+    """One line per tested message, in the order scored: position, source, true and
+    predicted label, spam probability, ranking score and calibrated spam score."""
+    spam_probability = scored.spam_probability()
+    lines = ["position\tsource\tlabel\tpredicted\tspam_probability\tdecision\tspam_score"]
+    for row, index in enumerate(scored.indices):
+        cells = [
+            str(row + 1),
+            items[index].source.replace("\t", " ").replace("\n", " "),
+            scored.labels[row],
+            scored.predicted[row],
+        ]
+        for values in (spam_probability, scored.decision, scored.score):
+            cells.append("" if values is None else f"{float(values[row]):.6g}")
+        lines.append("\t".join(cells))
+    write_text_atomically(path, "\n".join(lines) + "\n")
+
+
+def check_report_dependency() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        raise fail("--report draws with matplotlib: pip install 'spamnb[report]'")
+
+
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    from .html_report import ReportDependencyError, render_html
+
+    try:
+        page = render_html(finite_or_null(report))
+    except ReportDependencyError as exc:
+        raise fail(str(exc)) from None
+    write_text_atomically(path, page)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """Write next to the target and rename, so a reader never sees half a file."""
+    import tempfile
+
+    try:
+        descriptor, temporary = tempfile.mkstemp(
+            dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}."
+        )
+        try:
+            with os.fdopen(descriptor, "w", encoding="utf-8") as out:
+                out.write(text)
+            os.replace(temporary, path)
+        except BaseException:
+            os.unlink(temporary)
+            raise
+    except OSError as exc:
+        raise fail(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+# Words of a --compare set other than key=value pairs.
+PAIR_WORDS = {"pairs": True, "no-pairs": False}
+SET_KEYS = {
+    "k": ("alpha", float),
+    "alpha": ("alpha", float),
+    "min-count": ("min_count", int),
+    "max-features": ("max_features", int),
+    "select": ("selection", str),
+}
+
+
+def parse_option_sets(text: str) -> list[Any]:
+    """`--compare` sets: comma-separated; each is words such as `boolean`, `k=0.1`,
+    `min-count=2`, `max-features=50000`, `select=df`, `pairs` or `no-pairs`."""
+    from .evaluation import OptionSet
+
+    sets = []
+    for part in text.split(","):
+        words = part.replace("+", " ").split()
+        if not words:
+            raise fail(f"--compare: empty option set in {text!r}")
+        options: dict[str, Any] = {}
+        for word in words:
+            key, equals, value = word.partition("=")
+            if not equals:
+                if word in EVENT_MODELS:
+                    options["event_model"] = word
+                elif word in PAIR_WORDS:
+                    options["word_pairs"] = PAIR_WORDS[word]
+                else:
+                    raise fail(
+                        f"--compare: unknown option {word!r}; use an event model "
+                        f"({', '.join(EVENT_MODELS)}), pairs, no-pairs or KEY=VALUE with "
+                        f"KEY one of {', '.join(SET_KEYS)}"
+                    )
+                continue
+            if key not in SET_KEYS:
+                raise fail(f"--compare: unknown option {key!r}; use one of {', '.join(SET_KEYS)}")
+            name, convert = SET_KEYS[key]
+            try:
+                converted = convert(value)
+            except ValueError:
+                raise fail(f"--compare: {word!r} is not a valid {key}") from None
+            if name == "alpha" and not (math.isfinite(converted) and 0 < converted <= 1e6):
+                raise fail(f"--compare: {word!r}: k must be a number > 0")
+            if name in ("min_count",) and converted < 1:
+                raise fail(f"--compare: {word!r}: min-count must be 1 or more")
+            if name == "max_features" and converted < 0:
+                raise fail(f"--compare: {word!r}: max-features must be 0 (all) or more")
+            if name == "selection" and converted not in FEATURE_SELECTIONS:
+                raise fail(f"--compare: {word!r}: select is one of {', '.join(FEATURE_SELECTIONS)}")
+            options[name] = converted
+        sets.append(OptionSet(" ".join(words), tuple(options.items())))
+    names = [option_set.name for option_set in sets]
+    if len(set(names)) != len(names):
+        raise fail("--compare: the same option set is given twice")
+    if len(sets) < 2:
+        raise fail("--compare needs at least two option sets, separated by commas")
+    return sets
 
 
 def scoring_settings(spam_filter: SpamFilter) -> dict[str, Any]:
@@ -777,82 +1088,6 @@ def scoring_settings(spam_filter: SpamFilter) -> dict[str, Any]:
         "selection": model.selection,
         "word_pairs": bool(spam_filter.settings.word_pairs),
     }
-
-
-def cross_validated_report(
-    items: Sequence[MailItem],
-    labels: Sequence[str],
-    scoring: Mapping[str, Any],
-    folds: int,
-    seed: int,
-) -> dict[str, Any]:
-    """evaluate's report on the pooled out-of-fold predictions of K-fold cross-validation."""
-    import numpy as np
-
-    from .filter import SpamFilter
-    from .scores import evaluation_report
-    from .tuning import cross_validate
-
-    def new_filter() -> SpamFilter:
-        spam_filter = SpamFilter()
-        apply_scoring_options(spam_filter, scoring)
-        return spam_filter
-
-    settings = new_filter()
-    if len(set(labels)) < 2:
-        raise fail(f"the mail has only the class {labels[0]!r}; evaluate needs two classes")
-    token_lists = tokenize_with_progress(settings, items, "Reading")
-    try:
-        with progress_bar("Cross-validating", len(labels)) as advance:
-            (out_of_fold,) = cross_validate(
-                token_lists, labels, folds, seed, new_filter=new_filter, on_step=advance
-            )
-        report = evaluation_report(
-            labels,
-            out_of_fold.proba,
-            out_of_fold.classes,
-            # Stratified folds train on the same class shares as the whole mail.
-            labels,
-            positive=out_of_fold.positive,
-            scores=out_of_fold.decision,
-        )
-    except ValueError as exc:
-        raise fail(f"cannot evaluate: {exc}") from None
-    if out_of_fold.score is not None:
-        # Each message against the unsure band of the fold model that scored it.
-        calibrations = out_of_fold.calibrations
-        report["spam_score"] = {
-            "folds": [calibration.to_dict() for calibration in calibrations],
-            **band_report(
-                out_of_fold.score,
-                np.asarray(labels, dtype=object) == out_of_fold.positive,
-                np.array([c.ham_cutoff for c in calibrations])[out_of_fold.fold],
-                np.array([c.spam_cutoff for c in calibrations])[out_of_fold.fold],
-            ),
-        }
-    accuracies = out_of_fold.fold_accuracies()
-    report["per_fold"] = [
-        {"fold": number + 1, "n": len(test), "train_n": len(train), "accuracy": accuracy}
-        for number, ((train, test), accuracy) in enumerate(
-            zip(out_of_fold.folds, accuracies, strict=True)
-        )
-    ]
-    report["fold_accuracy"] = {
-        "mean": float(np.mean(accuracies)),
-        # The sample standard deviation: the folds are a sample of possible test sets.
-        "std": float(np.std(accuracies, ddof=1)),
-    }
-    report["protocol"] = {
-        "mode": "folds",
-        "folds": folds,
-        "seed": seed,
-        "description": (
-            f"Each of the {len(labels):,} messages scored by a model trained on the other "
-            f"{folds - 1} of {folds} stratified folds (seed {seed}); the report pools them."
-        ),
-        **scoring_settings(settings),
-    }
-    return report
 
 
 def filter_pipe(
@@ -872,39 +1107,6 @@ def filter_pipe(
             trust=trusting(),
         )
     )
-
-
-def spam_score_report(
-    spam_filter: SpamFilter, log_odds: Any, lengths: Any, test_labels: Sequence[str]
-) -> dict[str, Any]:
-    """How well the calibrated spam score and its unsure band did on the test mail."""
-    import numpy as np
-
-    calibration = spam_filter.calibration
-    score = calibration.score(log_odds, lengths)
-    is_spam = np.asarray(test_labels, dtype=object) == spam_filter.positive_class()
-    return {
-        **calibration.to_dict(),
-        **band_report(score, is_spam, calibration.ham_cutoff, calibration.spam_cutoff),
-    }
-
-
-def band_report(score: Any, is_spam: Any, ham_cutoff: Any, spam_cutoff: Any) -> dict[str, Any]:
-    """The calibrated score's reliability and what its unsure band did; the cut-offs
-    may be one number or one per message (cross-validation: each fold model's own)."""
-    import numpy as np
-
-    from .scores import calibration as reliability
-
-    unsure = (score > ham_cutoff) & (score < spam_cutoff)
-    return {
-        "calibration": reliability(np.maximum(score, 1 - score), (score >= 0.5) == is_spam),
-        "unsure": {"spam": int((unsure & is_spam).sum()), "ham": int((unsure & ~is_spam).sum())},
-        "spam_at_cutoff": int((score >= spam_cutoff)[is_spam].sum()),
-        "ham_at_cutoff": int((score <= ham_cutoff)[~is_spam].sum()),
-        "false_positives_at_cutoff": int((score >= spam_cutoff)[~is_spam].sum()),
-        "false_negatives_at_cutoff": int((score <= ham_cutoff)[is_spam].sum()),
-    }
 
 
 # tune's grid defaults, spelt out so that building the CLI does not import numpy (a

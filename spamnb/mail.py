@@ -126,8 +126,18 @@ def message_id(data: bytes) -> str | None:
     Returns None when the header is missing or empty, or when the header block
     cannot be parsed. Never raises.
     """
+    return header_value(data, "Message-ID")
+
+
+def date_header(data: bytes) -> str | None:
+    """The Date header of the raw message, on one line (None as for message_id)."""
+    return header_value(data, "Date")
+
+
+def header_value(data: bytes, name: str) -> str | None:
+    """The first ``name`` header of the raw message, on one line; never raises."""
     # Imported here so that importing this module stays cheap for callers that
-    # never need message IDs.
+    # never need headers.
     from email import policy
     from email.parser import BytesHeaderParser
 
@@ -139,7 +149,7 @@ def message_id(data: bytes) -> str | None:
     if end is not None:
         head = head[: end.start() + 1]
     try:
-        value = BytesHeaderParser(policy=policy.compat32).parsebytes(head).get("Message-ID")
+        value = BytesHeaderParser(policy=policy.compat32).parsebytes(head).get(name)
         if value is None:
             return None
         # compat32 hands back 8-bit values as an email.header.Header; str() of

@@ -105,32 +105,78 @@ def info_table(info: dict[str, Any]) -> Table:
     return table
 
 
+def _with_count(value: float | None, count: int | None, of: int | None) -> str:
+    """A rate and the counts it comes from: with 1,245 ham, one error is 0.08%."""
+    if value is None:
+        return "n/a"
+    if count is None or of is None:
+        return _percent(value)
+    return f"{_percent(value)} ({count:,} of {of:,})"
+
+
+def _interval(row: dict[str, Any] | None) -> str:
+    if not row:
+        return ""
+    return f"[{_percent(row['low'])}, {_percent(row['high'])}]"
+
+
 def _summary_table(report: dict[str, Any]) -> Table:
-    table = _table("Summary", "measure", "value", right=("value",))
-    _add_row(table, "test messages", f"{report['n']:,}")
-    _add_row(table, "accuracy", _percent(report["accuracy"]))
+    intervals = report.get("intervals") or {}
+    table = _table("Summary", "measure", "value", "95% interval", right=("value", "95% interval"))
+    _add_row(table, "test messages", f"{report['n']:,}", "")
+    accuracy = intervals.get("accuracy")
+    _add_row(
+        table,
+        "accuracy",
+        _with_count(
+            report["accuracy"],
+            accuracy and accuracy["count"],
+            accuracy and accuracy["of"],
+        ),
+        _interval(accuracy),
+    )
     _add_row(
         table,
         f"baseline (always '{report['baseline_class']}')",
         _percent(report["baseline_accuracy"]),
+        "",
     )
-    _add_row(table, "ROC AUC", _number(report["roc_auc"]))
-    _add_row(table, "expected calibration error", _number(report["calibration"]["ece"]))
-    _add_row(table, "Brier score", _number(report["calibration"]["brier"]))
+    for key, what in (
+        ("ham_misclassification", "ham called spam (hm)"),
+        ("spam_misclassification", "spam called ham (sm)"),
+    ):
+        row = intervals.get(key)
+        if row:
+            _add_row(
+                table, what, _with_count(row["value"], row["count"], row["of"]), _interval(row)
+            )
+    trec = report.get("trec")
+    if trec:
+        _add_row(table, "logistic average misclassification (lam)", _percent(trec["lam"]), "")
+    _add_row(table, "ROC AUC", _number(report["roc_auc"]), "")
+    if trec and trec.get("one_minus_roca") is not None:
+        _add_row(table, "1 - ROC AUC (1-ROCA)", _percent(trec["one_minus_roca"]), "")
+    _add_row(table, "expected calibration error", _number(report["calibration"]["ece"]), "")
+    _add_row(table, "Brier score", _number(report["calibration"]["brier"]), "")
     score = report.get("spam_score")
     if score:
         band = f"{score['ham_cutoff']:.3f}-{score['spam_cutoff']:.3f}"
         unsure = score["unsure"]
         table.add_section()
-        _add_row(table, "calibrated spam score: ECE", _number(score["calibration"]["ece"]))
-        _add_row(table, "calibrated spam score: Brier", _number(score["calibration"]["brier"]))
+        _add_row(table, "calibrated spam score: ECE", _number(score["calibration"]["ece"]), "")
+        _add_row(table, "calibrated spam score: Brier", _number(score["calibration"]["brier"]), "")
         _add_row(
             table,
             f"unsure (score {band})",
             f"{unsure['spam']:,} spam, {unsure['ham']:,} ham",
+            "",
         )
-        _add_row(table, "ham called spam at the cut-off", f"{score['false_positives_at_cutoff']:,}")
-        _add_row(table, "spam called ham at the cut-off", f"{score['false_negatives_at_cutoff']:,}")
+        _add_row(
+            table, "ham called spam at the cut-off", f"{score['false_positives_at_cutoff']:,}", ""
+        )
+        _add_row(
+            table, "spam called ham at the cut-off", f"{score['false_negatives_at_cutoff']:,}", ""
+        )
     return table
 
 
@@ -162,23 +208,164 @@ def _per_class_table(report: dict[str, Any]) -> Table:
     return table
 
 
-def _calibration_table(report: dict[str, Any]) -> Table:
-    columns = ("messages", "mean confidence", "observed accuracy")
-    table = _table(
-        "Calibration (confidence of the predicted class)", "confidence", *columns, right=columns
-    )
-    for row in report["calibration"]["bins"]:
+BAR_WIDTH = 24
+# Eighths of a block, so that bars read without colour and still show small steps.
+_EIGHTHS = " ▏▎▍▌▋▊▉"
+
+
+def _bar(fraction: float, width: int) -> str:
+    """A horizontal bar of ``fraction`` of ``width`` cells, padded to ``width``."""
+    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    full, part = divmod(eighths, 8)
+    bar = "█" * full + (_EIGHTHS[part] if part else "")
+    return bar.ljust(width)
+
+
+def _reliability_table(calibration: dict[str, Any], title: str) -> Table:
+    """A reliability diagram as bars: per confidence bin, the share of predictions
+    that were right, beside the confidence the model claimed."""
+    columns = ("observed", "claimed", "messages")
+    table = _table(title, "confidence", "observed accuracy", *columns, right=columns)
+    for row in calibration["bins"]:
+        if not row["count"]:
+            continue
         _add_row(
             table,
             f"{row['lower']:.1f}-{row['upper']:.1f}",
-            f"{row['count']:,}",
-            _percent(row["mean_confidence"]),
+            _bar(row["accuracy"], BAR_WIDTH),
             _percent(row["accuracy"]),
+            _percent(row["mean_confidence"]),
+            f"{row['count']:,}",
         )
     return table
 
 
+def _calibration_table(report: dict[str, Any]) -> Table:
+    return _reliability_table(
+        report["calibration"],
+        "Calibration of the posterior: the confidence of the predicted class against how "
+        "often it was right",
+    )
+
+
+def _histogram_table(histogram: dict[str, Any]) -> Table:
+    """Each class's scores per bin, bars on a log scale so a handful of errors show
+    beside thousands of right calls."""
+    classes = list(histogram["counts"])
+    width = 14
+    most = max((max(counts) for counts in histogram["counts"].values()), default=0)
+    scale = math.log1p(most) or 1.0
+    columns: list[str] = []
+    for label in classes:
+        columns += [label, f"{label} n"]
+    table = _table(
+        f"Histogram of the {histogram['score']} per class (bar length: log scale)",
+        "score",
+        *columns,
+        right=[f"{label} n" for label in classes],
+    )
+    edges = histogram["edges"]
+    for position in range(len(edges) - 1):
+        cells = [f"{edges[position]:.2f}-{edges[position + 1]:.2f}"]
+        for label in classes:
+            count = histogram["counts"][label][position]
+            cells += [_bar(math.log1p(count) / scale, width), f"{count:,}"]
+        _add_row(table, *cells)
+    return table
+
+
+def _learning_curve_table(rows: Sequence[dict[str, Any]]) -> Table:
+    models = list(dict.fromkeys(row["event_model"] for row in rows))
+    sizes = list(dict.fromkeys(row["train_n"] for row in rows))
+    cell = {(row["train_n"], row["event_model"]): row for row in rows}
+    table = _table(
+        "Learning curve: accuracy / ROC AUC on the same test part, by training messages",
+        "trained on",
+        *models,
+        right=["trained on", *models],
+    )
+    for size in sizes:
+        cells = [f"{size:,}"]
+        for model in models:
+            row = cell.get((size, model))
+            cells.append(f"{_percent(row['accuracy'])} / {_number(row['roc_auc'])}" if row else "")
+        _add_row(table, *cells)
+    return table
+
+
+def _compare_tables(compare: dict[str, Any]) -> list[RenderableType]:
+    columns = ("accuracy", "95% interval", "FP", "FN", "ROC AUC")
+    sets = _table(
+        "Option sets on the same test messages (FP: ham called spam, FN: spam called ham)",
+        "set",
+        *columns,
+        right=columns,
+    )
+    for row in compare["sets"]:
+        intervals = row.get("intervals") or {}
+        _add_row(
+            sets,
+            row["name"],
+            _percent(row["accuracy"]),
+            _interval(intervals.get("accuracy")),
+            "n/a" if row["false_positives"] is None else f"{row['false_positives']:,}",
+            "n/a" if row["false_negatives"] is None else f"{row['false_negatives']:,}",
+            _number(row["roc_auc"]),
+        )
+    sets.add_section()
+    _add_row(
+        sets,
+        f"baseline (always '{compare['baseline_class']}')",
+        _percent(compare["baseline_accuracy"]),
+        "",
+        "",
+        "",
+        "",
+    )
+    columns = ("only A right", "only B right", "p-value")
+    pairs = _table(
+        "McNemar's test on the paired verdicts (exact binomial; a small p-value: the "
+        "difference is unlikely to be chance)",
+        "A",
+        "B",
+        *columns,
+        right=columns,
+    )
+    for row in compare["pairs"]:
+        _add_row(
+            pairs,
+            row["a"],
+            row["b"],
+            f"{row['a_only']:,}",
+            f"{row['b_only']:,}",
+            f"{row['p_value']:.3g}",
+        )
+    return [sets, pairs]
+
+
+def _extra_parts(report: dict[str, Any]) -> list[RenderableType]:
+    """The sections every protocol may add: curves, histogram, comparison."""
+    parts: list[RenderableType] = []
+    score = report.get("spam_score")
+    if score:
+        parts.append(
+            _reliability_table(
+                score["calibration"],
+                "Reliability of the calibrated spam score (what spamnb classify shows)",
+            )
+        )
+    if report.get("score_histogram"):
+        parts.append(_histogram_table(report["score_histogram"]))
+    if report.get("learning_curve"):
+        parts.append(_learning_curve_table(report["learning_curve"]))
+    if report.get("compare"):
+        parts += _compare_tables(report["compare"])
+    return parts
+
+
 def evaluation_report(report: dict[str, Any]) -> RenderableType:
+    if report.get("per_fold"):
+        return cross_validation_report(report)
     parts: list[RenderableType] = []
     protocol = report.get("protocol")
     if protocol:
@@ -188,6 +375,7 @@ def evaluation_report(report: dict[str, Any]) -> RenderableType:
         _confusion_table(report),
         _per_class_table(report),
         _calibration_table(report),
+        *_extra_parts(report),
     ]
     return Group(*parts)
 
@@ -208,6 +396,7 @@ def cross_validation_report(report: dict[str, Any]) -> RenderableType:
         _confusion_table(report),
         _per_class_table(report),
         _calibration_table(report),
+        *_extra_parts(report),
     ]
     return Group(*parts)
 

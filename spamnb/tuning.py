@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .calibration import Calibration
-from .filter import HAM, SPAM, SpamFilter
+from .calibration import LENGTH_EXPONENT, Calibration, normalised
+from .counts import Vocabulary, count_matrix
+from .filter import DEFAULT_ALPHA, HAM, SPAM, SpamFilter
 from .model import EVENT_MODELS, NaiveBayes
 from .scores import roc_auc, stratified_folds, stratified_split
 
@@ -42,6 +43,7 @@ __all__ = [
     "cross_validate",
     "fp_rate_cutoffs",
     "grid_rows",
+    "learning_curve",
     "make_grid",
     "tune",
 ]
@@ -461,3 +463,172 @@ def tune(
         }
         result.final_filter = final
     return result
+
+
+# --------------------------------------------------------------------------- learning curve
+
+# Kept with the learning curve so that this section only adds to the module.
+
+# The smallest training size of the default series, which doubles from here.
+LEARNING_CURVE_START = 25
+
+
+def _nested_order(labels: Sequence[str], seed: int) -> np.ndarray:
+    """Positions of ``labels`` in an order every prefix of which keeps the class shares.
+
+    Each class is shuffled, its j-th member of n_c placed at (j + 1/2) / n_c, and all
+    merged by that place: a prefix of n then holds round(n * share) of each class, give
+    or take one, so taking the first n gives nested stratified samples.
+    """
+    arr = np.asarray(labels, dtype=object)
+    rng = np.random.default_rng(seed)
+    members, places, class_numbers = [], [], []
+    # Sorted classes and one generator: the order depends on (labels, seed) only.
+    for number, label in enumerate(sorted(set(arr.tolist()))):
+        idx = rng.permutation(np.flatnonzero(arr == label))
+        members.append(idx)
+        places.append((np.arange(len(idx)) + 0.5) / len(idx))
+        class_numbers.append(np.full(len(idx), number))
+    if not members:
+        return np.zeros(0, dtype=np.intp)
+    merged = np.lexsort((np.concatenate(class_numbers), np.concatenate(places)))
+    return np.concatenate(members)[merged].astype(np.intp)
+
+
+def _index_array(values: Sequence[int] | np.ndarray, n: int, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{name} must be a one-dimensional list of message indices")
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty")
+    if arr.min() < 0 or arr.max() >= n:
+        raise ValueError(f"{name} has indices outside 0..{n - 1}")
+    if len(np.unique(arr)) != len(arr):
+        raise ValueError(f"{name} lists a message more than once")
+    return arr.astype(np.intp)
+
+
+def learning_curve(
+    token_lists: Sequence[Sequence[str]],
+    labels: Sequence[str],
+    train_idx: Sequence[int] | np.ndarray,
+    test_idx: Sequence[int] | np.ndarray,
+    sizes: Sequence[int] | None = None,
+    event_models: Sequence[str] = EVENT_MODELS,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    seed: int = 0,
+    new_filter: Callable[[], SpamFilter] = SpamFilter,
+    on_step: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Test-part numbers of filters trained on more and more of the training part.
+
+    For each training size n (ascending), one filter from ``new_filter()`` with smoothing
+    ``alpha`` is trained on the first n messages of a stratified shuffled order of the
+    training part (``seed``), so every sample keeps the class shares and contains the
+    smaller ones.  The test part is then scored under each of ``event_models`` (the
+    counts serve all three), giving one row per size and event model:
+    ``{"train_n", "event_model", "accuracy", "roc_auc", "false_positives",
+    "false_negatives"}``.  ROC AUC ranks by the length-normalised log-odds, the ranking
+    the filter's calibrated score keeps; no calibration is fitted, as the Naive Bayes
+    decision does not depend on it.  Spam is the positive class; without spam in the
+    training part ``roc_auc`` and the false counts are None.
+
+    The default sizes are 25, 50, 100, ... below the training part's size, then all of
+    it, leaving out sizes too small to hold every class.  A given size larger than the
+    training part or too small to hold every class raises ValueError.  ``on_step(m)`` is
+    called after each size and event model with the m test messages scored.
+
+    Every message is counted once, against one vocabulary built in the sample order: a
+    filter trained on a prefix of it holds the same counts, and ranks tokens (for
+    ``max_features``) in the same first-seen order, as a new filter trained on just that
+    prefix; the columns of tokens the prefix never saw have no counts, which the model
+    treats as tokens it has not seen.
+    """
+    labels = list(labels)
+    if len(token_lists) != len(labels):
+        raise ValueError(f"{len(token_lists)} messages but {len(labels)} labels")
+    train = _index_array(train_idx, len(labels), "train_idx")
+    test = _index_array(test_idx, len(labels), "test_idx")
+    if np.intersect1d(train, test).size:
+        raise ValueError("the training and test parts share messages")
+    for name in event_models:
+        if name not in EVENT_MODELS:
+            raise ValueError(f"unknown event model {name!r}; use one of {EVENT_MODELS}")
+    if not event_models:
+        raise ValueError("no event models to score")
+    if not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"the smoothing strength must be a finite number > 0, not {alpha}")
+
+    order = train[_nested_order([labels[i] for i in train], seed)]
+    ordered_labels = [labels[i] for i in order]
+    classes = set(ordered_labels)
+    if len(classes) < 2:
+        raise ValueError(f"the training part needs two classes, it has {sorted(classes)}")
+    seen: set[str] = set()
+    smallest = len(order)
+    for position, label in enumerate(ordered_labels):
+        seen.add(label)
+        if len(seen) == len(classes):
+            smallest = position + 1
+            break
+
+    if sizes is None:
+        chosen = []
+        size = LEARNING_CURVE_START
+        while size < len(order):
+            chosen.append(size)
+            size *= 2
+        chosen = [s for s in chosen if s >= smallest] + [len(order)]
+    else:
+        for size in sizes:
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)):
+                raise ValueError(f"a training size must be an integer, not {size!r}")
+            if size > len(order):
+                raise ValueError(
+                    f"training size {size} is larger than the training part ({len(order)})"
+                )
+            if size < smallest:
+                raise ValueError(
+                    f"training size {size} is too small to hold every class: the stratified "
+                    f"sample needs at least {smallest} messages"
+                )
+        chosen = sorted({int(s) for s in sizes})
+        if not chosen:
+            raise ValueError("no training sizes given")
+
+    vocabulary = Vocabulary()
+    X_train = count_matrix([token_lists[i] for i in order], vocabulary, grow=True)
+    test_tokens = [token_lists[i] for i in test]
+    test_labels = [labels[i] for i in test]
+    X_test = count_matrix(test_tokens, vocabulary, grow=False)
+
+    rows: list[dict[str, Any]] = []
+    for size in chosen:
+        spam_filter = _fold_filter(new_filter())
+        # The vocabulary is only read from here on, so every size can share it.
+        spam_filter.vocabulary = vocabulary
+        spam_filter.__dict__["_matrices"] = [(test_tokens, X_test)]
+        spam_filter.model.alpha = float(alpha)
+        spam_filter.model.add_counts(X_train[:size], ordered_labels[:size])
+        positive = spam_filter.positive_class()
+        for event_model in event_models:
+            spam_filter.model.event_model = event_model
+            proba, log_odds, lengths = spam_filter.score_tokens(test_tokens)
+            decision = (
+                normalised(log_odds, lengths, LENGTH_EXPONENT) if log_odds is not None else None
+            )
+            summary = summarise(test_labels, spam_filter.predict_labels(proba), decision, positive)
+            rows.append(
+                {
+                    "train_n": size,
+                    "event_model": event_model,
+                    "accuracy": summary["accuracy"],
+                    "roc_auc": summary["roc_auc"],
+                    "false_positives": summary["false_positives"],
+                    "false_negatives": summary["false_negatives"],
+                }
+            )
+            if on_step is not None:
+                on_step(len(test))
+    return rows

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from corpus_fixtures import sample_messages
 
 from spamnb.calibration import Calibration, choose_cutoffs, fit_platt
 from spamnb.filter import SpamFilter
@@ -80,12 +81,7 @@ def test_calibrations_stored_before_the_exponent_keep_their_raw_map():
 
 def sample_tokens(sample_maildir) -> tuple[SpamFilter, list[list[str]], list[str]]:
     """A new filter trained on the sample corpus (30 spam, then 30 ham), and its input."""
-    messages, labels = [], []
-    for label in ("spam", "ham"):
-        for path in sorted((sample_maildir / label).glob("*/*")):
-            if not path.name.startswith("."):
-                messages.append(path.read_bytes())
-                labels.append(label)
+    messages, labels = sample_messages(sample_maildir)
     spam_filter = SpamFilter()
     token_lists = spam_filter.tokenize(messages)
     spam_filter.train_tokens(token_lists, labels)

@@ -778,3 +778,102 @@ def test_report_always_json_serialisable(
     assert sum(map(sum, report["confusion_matrix"]["rows"])) == rows
     assert len(report["calibration"]["bins"]) == 10
     assert sum(b["count"] for b in report["calibration"]["bins"]) == rows
+
+
+# --------------------------------------------------------------------------- TREC measures
+
+from spamnb.scores import trec_measures  # noqa: E402
+
+
+def inverse_logit_of_mean(p: float, q: float) -> float:
+    """logit^-1((logit p + logit q) / 2) = sqrt(odds p * odds q) / (1 + sqrt(...))."""
+    odds = math.sqrt(p / (1 - p) * q / (1 - q))
+    return odds / (1 + odds)
+
+
+def test_trec_measures_by_hand():
+    is_spam = [1, 1, 1, 1, 0, 0, 0, 0, 0, 0]
+    said_spam = [1, 1, 1, 0, 0, 0, 0, 0, 0, 1]
+    scores = [0.9, 0.8, 0.7, 0.2, 0.1, 0.1, 0.3, 0.2, 0.1, 0.6]
+    m = trec_measures(np.array(is_spam, dtype=bool), np.array(said_spam, dtype=bool), scores)
+    assert (m["ham"], m["spam"]) == (6, 4)
+    assert (m["ham_misclassified"], m["spam_misclassified"]) == (1, 1)
+    assert m["ham_misclassification"] == pytest.approx(1 / 6)
+    assert m["spam_misclassification"] == pytest.approx(1 / 4)
+    # Odds 1/5 and 1/3: geometric mean 1/sqrt(15), so lam = 1 / (sqrt(15) + 1).
+    assert m["lam"] == pytest.approx(1 / (math.sqrt(15) + 1))
+    assert m["lam_corrected"] is False
+    # Of the 24 spam-ham pairs, spam 0.2 beats three hams at 0.1, ties one at 0.2 and
+    # loses to 0.3 and 0.6; the other spams beat every ham: AUC 21.5 / 24.
+    assert m["one_minus_roca"] == pytest.approx(2.5 / 24)
+    assert m["accuracy"] == pytest.approx(0.8)
+    assert json.dumps(m, allow_nan=False)
+
+
+def test_trec_lam_with_no_ham_errors_uses_the_half_count_correction():
+    # 9 ham, none misclassified; 4 spam, one missed.
+    is_spam = [False] * 9 + [True] * 4
+    said_spam = [False] * 9 + [True, True, True, False]
+    m = trec_measures(is_spam, said_spam, None)
+    assert m["ham_misclassification"] == 0.0
+    assert m["spam_misclassification"] == pytest.approx(0.25)
+    # Both rates corrected: 0.5 / 10 and 1.5 / 5.
+    assert m["lam"] == pytest.approx(inverse_logit_of_mean(0.05, 0.3))
+    assert m["lam_corrected"] is True
+    assert m["one_minus_roca"] is None
+
+
+def test_trec_lam_of_a_perfect_and_of_a_hopeless_filter():
+    truth = [False] * 3 + [True] * 7
+    perfect = trec_measures(truth, truth, [float(t) for t in truth])
+    assert perfect["ham_misclassification"] == perfect["spam_misclassification"] == 0.0
+    assert perfect["lam"] == pytest.approx(inverse_logit_of_mean(0.5 / 4, 0.5 / 8))
+    assert perfect["one_minus_roca"] == 0.0
+    assert perfect["accuracy"] == 1.0
+    wrong = [not t for t in truth]
+    hopeless = trec_measures(truth, wrong, [float(t) for t in wrong])
+    assert hopeless["ham_misclassification"] == hopeless["spam_misclassification"] == 1.0
+    assert hopeless["lam"] == pytest.approx(inverse_logit_of_mean(3.5 / 4, 7.5 / 8))
+    assert hopeless["one_minus_roca"] == 1.0
+    assert json.dumps(hopeless, allow_nan=False)
+
+
+def test_trec_measures_with_one_class():
+    m = trec_measures([True, True], [True, False], [0.9, 0.1])
+    assert m["ham_misclassification"] is None
+    assert m["spam_misclassification"] == 0.5
+    assert m["lam"] is None
+    assert m["one_minus_roca"] is None
+    assert json.dumps(m, allow_nan=False)
+
+
+@given(
+    st.integers(1, 200),
+    st.integers(1, 200),
+    st.integers(0, 200),
+    st.integers(0, 200),
+)
+def test_trec_lam_lies_between_the_two_rates(ham, spam, ham_wrong, spam_wrong):
+    ham_wrong, spam_wrong = min(ham_wrong, ham), min(spam_wrong, spam)
+    is_spam = [False] * ham + [True] * spam
+    said = (
+        [True] * ham_wrong + [False] * (ham - ham_wrong) + [False] * spam_wrong
+        + [True] * (spam - spam_wrong)
+    )  # fmt: skip
+    m = trec_measures(is_spam, said, None)
+    hm, sm = ham_wrong / ham, spam_wrong / spam
+    if m["lam_corrected"]:
+        hm, sm = (ham_wrong + 0.5) / (ham + 1), (spam_wrong + 0.5) / (spam + 1)
+    assert min(hm, sm) - 1e-12 <= m["lam"] <= max(hm, sm) + 1e-12
+    assert m["lam_corrected"] == (not (0 < ham_wrong < ham and 0 < spam_wrong < spam))
+
+
+def test_trec_measures_validate():
+    with pytest.raises(ValueError):
+        trec_measures([True, False], [True], None)
+    with pytest.raises(ValueError):
+        trec_measures([True, False], [True, False], [0.5])
+    with pytest.raises(ValueError):
+        trec_measures([], [], None)
+    with pytest.raises(ValueError):
+        trec_measures(["spam", "ham"], [True, False], None)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from corpus_fixtures import synthetic_corpus
 
 from spamnb.filter import SpamFilter
 from spamnb.scores import roc_auc, stratified_folds
@@ -19,26 +20,9 @@ from spamnb.tuning import (
     tune,
 )
 
-SPAMMY = ["cheap", "win", "free", "offer", "click", "prize"]
-HAMMY = ["meeting", "report", "lunch", "draft", "agenda", "thanks"]
-COMMON = ["the", "a", "today", "you", "please"]
-
 
 def corpus(n_spam: int = 24, n_ham: int = 30, seed: int = 7) -> tuple[list[list[str]], list[str]]:
-    """Overlapping synthetic mail: each message leans to its class but borrows words
-    from the other, so the settings of a grid really differ."""
-    rng = np.random.default_rng(seed)
-    token_lists, labels = [], []
-    for label, own, other, n in (("spam", SPAMMY, HAMMY, n_spam), ("ham", HAMMY, SPAMMY, n_ham)):
-        for i in range(n):
-            words = list(rng.choice(own, size=rng.integers(1, 5)))
-            words += list(rng.choice(other, size=rng.integers(0, 4)))
-            words += list(rng.choice(COMMON, size=rng.integers(0, 6)))
-            # A token of its own, so tests can tell which model saw which message.
-            token_lists.append([*words, f"id:{label}{i}"])
-            labels.append(label)
-    order = rng.permutation(len(labels))
-    return [token_lists[i] for i in order], [labels[i] for i in order]
+    return synthetic_corpus(n_spam, n_ham, seed)
 
 
 SMALL_GRID = make_grid(["multinomial", "boolean", "bernoulli"], [1.0, 0.01], [0, 4])

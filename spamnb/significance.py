@@ -1,0 +1,143 @@
+"""How sure the evaluation numbers are: intervals for rates, paired tests between filters.
+
+A test part of a few hundred messages gives error rates whose last digit is noise, and
+two filters scored on the same messages differ on only a handful of them.  These pure
+functions say how much: the Wilson interval of a proportion and McNemar's paired test.
+Results are plain JSON-able values (no NaN).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from scipy.stats import binomtest, norm
+
+from .scores import _as_bool
+
+__all__ = ["mcnemar", "rates_with_intervals", "wilson_interval"]
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer count, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return int(value)
+
+
+def _z(confidence: float) -> float:
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float, np.floating)):
+        raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    if not 0.0 < float(confidence) < 1.0:  # also rejects NaN
+        raise ValueError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    return float(norm.ppf(0.5 + float(confidence) / 2.0))
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval (Wilson 1927) for a binomial proportion ``successes / n``.
+
+    The bounds are the two proportions p for which the observed proportion is z standard
+    errors sqrt(p(1-p)/n) away, z the two-sided normal quantile of ``confidence``:
+
+        (p_hat + z^2/2n -/+ z sqrt(p_hat(1-p_hat)/n + z^2/4n^2)) / (1 + z^2/n)
+
+    Unlike the textbook p_hat +/- z sqrt(p_hat(1-p_hat)/n) it never leaves [0, 1] and does
+    not collapse to a zero-width interval at 0 or n successes, which is exactly where a spam
+    filter's false-positive count usually is.  With n = 0 nothing is known: (0.0, 1.0).
+    """
+    k = _count(successes, "successes")
+    total = _count(n, "n")
+    if k > total:
+        raise ValueError(f"successes ({k}) cannot exceed n ({total})")
+    z = _z(confidence)
+    if total == 0:
+        return 0.0, 1.0
+    p = k / total
+    z2 = z * z
+    denominator = 1.0 + z2 / total
+    centre = (p + z2 / (2 * total)) / denominator
+    half = z * math.sqrt(p * (1.0 - p) / total + z2 / (4 * total * total)) / denominator
+    # At the edges the bound is exactly 0 or 1 in exact arithmetic; rounding would leave a
+    # tiny nonzero value (or one just outside [0, 1]) that reads as a real bound.
+    low = 0.0 if k == 0 else max(0.0, centre - half)
+    high = 1.0 if k == total else min(1.0, centre + half)
+    return low, high
+
+
+def mcnemar(
+    correct_a: Sequence[bool] | np.ndarray, correct_b: Sequence[bool] | np.ndarray
+) -> dict[str, Any]:
+    """McNemar's test of two classifiers scored on the same messages.
+
+    ``correct_a[i]`` and ``correct_b[i]`` say whether each got message i right (booleans or
+    0/1).  Only the messages exactly one of them got right carry information about which is
+    better: ``a_only`` (b in McNemar's table) and ``b_only`` (c).  Under the null hypothesis
+    that both err equally often, each such message is a fair coin, so ``p_value`` is the
+    exact two-sided binomial test of b successes in b + c trials at 1/2; the normal
+    approximation behind the chi-square is poor for the handful of disagreements a spam
+    filter comparison usually has.  ``statistic`` is that chi-square anyway, with Edwards'
+    continuity correction, max(|b - c| - 1, 0)^2 / (b + c), None when b + c = 0 (the two
+    never disagree; ``p_value`` is then 1.0).
+    """
+    a = _as_bool(correct_a, "correct_a")
+    b_arr = _as_bool(correct_b, "correct_b")
+    if len(a) != len(b_arr):
+        raise ValueError(
+            f"correct_a and correct_b differ in length ({len(a)} vs {len(b_arr)}); "
+            "a paired test needs both classifiers' results on the same messages"
+        )
+    b = int(np.sum(a & ~b_arr))
+    c = int(np.sum(~a & b_arr))
+    discordant = b + c
+    if discordant == 0:
+        statistic: float | None = None
+        p_value = 1.0
+    else:
+        statistic = max(abs(b - c) - 1, 0) ** 2 / discordant
+        # binomtest sums the probabilities of outcomes no likelier than b; rounding can
+        # push that sum a hair above 1.
+        p_value = min(1.0, float(binomtest(b, discordant, 0.5).pvalue))
+    return {
+        "a_only": b,
+        "b_only": c,
+        "both": int(np.sum(a & b_arr)),
+        "neither": int(np.sum(~a & ~b_arr)),
+        "statistic": statistic,
+        "p_value": p_value,
+        "test": "exact binomial",
+    }
+
+
+def _rate(count: int, of: int, confidence: float) -> dict[str, Any]:
+    low, high = wilson_interval(count, of, confidence)
+    return {
+        # No messages of the kind: the rate is undefined, not 0.
+        "value": count / of if of else None,
+        "low": low,
+        "high": high,
+        "count": count,
+        "of": of,
+    }
+
+
+def rates_with_intervals(
+    tp: int, fp: int, tn: int, fn: int, confidence: float = 0.95
+) -> dict[str, dict[str, Any]]:
+    """Accuracy and both misclassification rates, each with its Wilson interval.
+
+    Spam is the positive class.  Keys: ``accuracy`` ((tp + tn) of all), ``ham_misclassification``
+    (fp of the ham, fp + tn) and ``spam_misclassification`` (fn of the spam, fn + tp); each
+    ``{"value", "low", "high", "count", "of"}``, with ``value`` None and the interval (0, 1)
+    when ``of`` is 0.
+    """
+    tp, fp = _count(tp, "tp"), _count(fp, "fp")
+    tn, fn = _count(tn, "tn"), _count(fn, "fn")
+    _z(confidence)  # validate once, before any of the three
+    return {
+        "accuracy": _rate(tp + tn, tp + fp + tn + fn, confidence),
+        "ham_misclassification": _rate(fp, fp + tn, confidence),
+        "spam_misclassification": _rate(fn, fn + tp, confidence),
+    }

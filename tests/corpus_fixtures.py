@@ -1,0 +1,39 @@
+"""Small corpora for the core tests: synthetic token lists and the bundled sample's mail."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+SPAMMY = ["cheap", "win", "free", "offer", "click", "prize"]
+HAMMY = ["meeting", "report", "lunch", "draft", "agenda", "thanks"]
+COMMON = ["the", "a", "today", "you", "please"]
+
+
+def synthetic_corpus(n_spam: int, n_ham: int, seed: int) -> tuple[list[list[str]], list[str]]:
+    """Overlapping synthetic mail: each message leans to its class but borrows words
+    from the other, so settings really differ, and carries a token of its own, so
+    tests can tell which model saw which message."""
+    rng = np.random.default_rng(seed)
+    token_lists, labels = [], []
+    for label, own, other, n in (("spam", SPAMMY, HAMMY, n_spam), ("ham", HAMMY, SPAMMY, n_ham)):
+        for i in range(n):
+            words = list(rng.choice(own, size=rng.integers(1, 5)))
+            words += list(rng.choice(other, size=rng.integers(0, 4)))
+            words += list(rng.choice(COMMON, size=rng.integers(0, 6)))
+            token_lists.append([*words, f"id:{label}{i}"])
+            labels.append(label)
+    order = rng.permutation(len(labels))
+    return [token_lists[i] for i in order], [labels[i] for i in order]
+
+
+def sample_messages(sample_maildir: Path) -> tuple[list[bytes], list[str]]:
+    """The bundled sample's raw messages, its spam first, and their labels."""
+    messages, labels = [], []
+    for label in ("spam", "ham"):
+        for path in sorted((sample_maildir / label).glob("*/*")):
+            if not path.name.startswith("."):
+                messages.append(path.read_bytes())
+                labels.append(label)
+    return messages, labels

@@ -1,0 +1,300 @@
+"""`spamnb evaluate`: the online protocol, --compare, --learning-curve, --predictions,
+--report and the documented --json keys, on the sample corpus and the real corpora."""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+from pathlib import Path
+
+import pytest
+from browser import browser_dom, find_chromium, png_size, screenshot
+from cli_helpers import assert_one_line_error, run, run_json
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sample_args(sample_maildir: Path) -> list:
+    return ["evaluate", "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+
+
+def read_predictions(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle, delimiter="\t"))
+
+
+def documented_keys() -> set[str]:
+    """The top-level keys of evaluate --json that the README's table documents."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("### evaluate", 1)[1].split("\n### ", 1)[0]
+    keys: set[str] = set()
+    for line in section.splitlines():
+        if line.startswith("| `"):
+            first_cell = line.split("|")[1]
+            keys.update(re.findall(r"`([a-z_]+)`", first_cell))
+    return keys
+
+
+def test_every_json_key_is_documented(tmp_path, sample_maildir):
+    documented = documented_keys()
+    for extra in (
+        ["--folds", "3", "--learning-curve"],
+        ["--online"],
+        ["--test-size", "0.3", "--compare", "boolean,multinomial"],
+    ):
+        report = run_json(*sample_args(sample_maildir), *extra)
+        assert set(report) <= documented, set(report) - documented
+    # And the documentation names no key that no protocol ever prints.
+    folds = run_json(*sample_args(sample_maildir), "--folds", "3", "--learning-curve")
+    compare = run_json(
+        *sample_args(sample_maildir), "--folds", "3", "--compare", "boolean,bernoulli"
+    )
+    assert documented <= set(folds) | set(compare)
+
+
+def test_online_reports_trec_measures(tmp_path, sample_maildir):
+    predictions = tmp_path / "predictions.tsv"
+    report = run_json(*sample_args(sample_maildir), "--online", "--predictions", predictions)
+    assert report["protocol"]["mode"] == "online"
+    assert report["protocol"]["order"] == "name"
+    rows = read_predictions(predictions)
+    assert len(rows) == report["n"]
+    # The first message is classified by an empty model, which never says spam.
+    assert rows[0]["predicted"] == "ham"
+    ham = [row for row in rows if row["label"] == "ham"]
+    spam = [row for row in rows if row["label"] == "spam"]
+    trec = report["trec"]
+    assert trec["ham_misclassification"] == pytest.approx(
+        sum(row["predicted"] == "spam" for row in ham) / len(ham)
+    )
+    assert trec["spam_misclassification"] == pytest.approx(
+        sum(row["predicted"] == "ham" for row in spam) / len(spam)
+    )
+    assert report["accuracy"] > report["baseline_accuracy"]
+
+
+def test_online_order_by_name_follows_enron_numbers(tmp_path):
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    names = [
+        "0010.2000-01-05.farmer.ham.txt",
+        "0002.1999-12-20.farmer.ham.txt",
+        "0003.2001-03-01.GP.spam.txt",
+        "0001.2000-02-01.GP.spam.txt",
+    ]
+    for number, name in enumerate(names):
+        body = "cheap pills now" if "spam" in name else "meeting notes attached"
+        (folder / name).write_bytes(f"Subject: message {number}\n\n{body}\n".encode())
+    index = tmp_path / "predictions.tsv"
+    spam = [folder / n for n in names if "spam" in n]
+    ham = [folder / n for n in names if "ham" in n]
+    result = run(
+        "evaluate", "--online", "--spam", *spam, "--ham", *ham, "--predictions", index, "--json"
+    )
+    assert result.exit_code == 0, result.output
+    order = [Path(row["source"]).name for row in read_predictions(index)]
+    assert order == sorted(names)
+
+
+def test_online_with_a_trec_index(tmp_path, sample_maildir):
+    data = tmp_path / "data"
+    data.mkdir()
+    lines = []
+    messages = (
+        sorted((sample_maildir / "spam" / "cur").iterdir())[:6]
+        + sorted((sample_maildir / "ham" / "cur").iterdir())[:6]
+    )
+    for number, message in enumerate(messages, start=1):
+        (data / f"inmail.{number}").write_bytes(message.read_bytes())
+        label = "spam" if "/spam/" in str(message) else "ham"
+        lines.append(f"{label} ../data/inmail.{number}")
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "index").write_text("\n".join(lines) + "\n")
+    predictions = tmp_path / "p.tsv"
+    report = run_json(
+        "evaluate", "--online", "--index", full / "index", "--predictions", predictions
+    )
+    assert report["n"] == 12
+    assert report["protocol"]["order"] == "index"
+    rows = read_predictions(predictions)
+    assert [Path(row["source"]).name for row in rows] == [f"inmail.{n}" for n in range(1, 13)]
+    assert [row["label"] for row in rows] == ["spam"] * 6 + ["ham"] * 6
+
+
+def test_index_errors(tmp_path, sample_maildir):
+    missing = run("evaluate", "--online", "--index", tmp_path / "nope")
+    assert_one_line_error(missing, "cannot read the index")
+    bad = tmp_path / "index"
+    bad.write_text("spam\n")
+    assert_one_line_error(run("evaluate", "--online", "--index", bad), "line 1")
+    no_online = run("evaluate", "--index", bad)
+    assert_one_line_error(no_online, "--online")
+    both = run(*sample_args(sample_maildir), "--online", "--folds", "3")
+    assert_one_line_error(both, "--folds", "--online")
+    cut = run(*sample_args(sample_maildir), "--online", "--max-features", "100")
+    assert_one_line_error(cut, "--max-features")
+
+
+def test_compare_runs_the_same_folds_and_tests_the_difference(sample_maildir):
+    report = run_json(
+        *sample_args(sample_maildir), "--folds", "3", "--compare", "boolean k=0.01,multinomial k=1"
+    )
+    compare = report["compare"]
+    assert [s["name"] for s in compare["sets"]] == ["boolean k=0.01", "multinomial k=1"]
+    first, second = compare["sets"]
+    assert first["n"] == second["n"] == report["n"]
+    # The report around the comparison is the first set's.
+    assert report["accuracy"] == first["accuracy"]
+    (pair,) = compare["pairs"]
+    assert 0.0 <= pair["p_value"] <= 1.0
+    # Discordant pairs explain the difference in errors exactly.
+    assert second["errors"] - first["errors"] == pair["a_only"] - pair["b_only"]
+    for row in compare["sets"]:
+        low, high = row["intervals"]["accuracy"]["low"], row["intervals"]["accuracy"]["high"]
+        assert low <= row["accuracy"] <= high
+
+
+def test_compare_without_a_protocol_uses_five_folds(sample_maildir):
+    report = run_json(*sample_args(sample_maildir), "--compare", "boolean,bernoulli")
+    assert report["protocol"]["mode"] == "folds"
+    assert report["protocol"]["folds"] == 5
+
+
+def test_compare_errors(sample_maildir):
+    for text, fragment in (
+        ("boolean", "at least two"),
+        ("boolean,fancy", "unknown option 'fancy'"),
+        ("boolean,k=zero", "not a valid k"),
+        ("boolean,boolean", "twice"),
+        ("boolean,,multinomial", "empty option set"),
+    ):
+        result = run(*sample_args(sample_maildir), "--compare", text)
+        assert_one_line_error(result, fragment)
+
+
+def test_learning_curve_rows(sample_maildir):
+    report = run_json(*sample_args(sample_maildir), "--test-size", "0.3", "--learning-curve")
+    rows = report["learning_curve"]
+    models = {row["event_model"] for row in rows}
+    assert models == {"multinomial", "boolean", "bernoulli"}
+    sizes = sorted({row["train_n"] for row in rows})
+    assert sizes[-1] == report["protocol"]["train_n"]
+    for row in rows:
+        assert 0 <= row["accuracy"] <= 1
+
+
+def test_human_report_fits_80_columns_without_colour(sample_maildir):
+    from click.testing import CliRunner
+
+    from spamnb.cli import main
+
+    result = CliRunner().invoke(
+        main,
+        [str(a) for a in sample_args(sample_maildir)] + ["--folds", "3", "--learning-curve"],
+        env={"COLUMNS": "80", "NO_COLOR": "1", "TERM": "dumb"},
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "\x1b[" not in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for title in ("Summary", "Reliability", "Histogram", "Learning curve", "Per fold"):
+        assert title in out
+    # Warnings go to stderr: this sample has fewer than 200 messages of each class.
+    assert "Warning:" in result.stderr
+
+
+def test_report_is_written(tmp_path, sample_maildir):
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "r.html"
+    result = run(*sample_args(sample_maildir), "--folds", "3", "--report", page)
+    assert result.exit_code == 0, result.output
+    text = page.read_text(encoding="utf-8")
+    assert "<html" in text.lower()
+    for figure in ("fig-roc", "fig-reliability", "fig-histogram", "fig-learning-curve"):
+        assert figure in text
+
+
+# --------------------------------------------------------------------------- real corpora
+
+
+def corpus_args(corpus: dict) -> list:
+    return [
+        "evaluate",
+        "--spam",
+        *[str(d) for d in corpus["spam"]],
+        "--ham",
+        *[str(d) for d in corpus["ham"]],
+    ]
+
+
+@pytest.mark.corpus
+def test_spamassassin_ten_folds_with_an_html_report(tmp_path, real_corpus):
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "spamassassin.html"
+    result = run(
+        *corpus_args(real_corpus("spamassassin")), "--folds", "10", "--report", page, "--json"
+    )
+    assert result.exit_code == 0, result.output
+    import json
+
+    report = json.loads(result.stdout)
+    assert report["n"] == 6046
+    assert report["accuracy"] >= 0.99
+    assert report["roc_auc"] >= 0.999
+    assert len(report["per_fold"]) == 10
+    # Every figure loads in a real browser, with no error on the page.
+    binary = find_chromium()
+    dom = browser_dom(binary, tmp_path / "profile", page)
+    (body,) = dom.all("body")
+    assert body.get("data-figures") == "4/4"
+    assert body.get("data-errors") == "0"
+    # The page and its screenshot are kept as build artefacts, for a person to look at.
+    build = ROOT / "build"
+    build.mkdir(exist_ok=True)
+    (build / "spamassassin-report.html").write_bytes(page.read_bytes())
+    shot = build / "spamassassin-report.png"
+    screenshot(binary, tmp_path / "profile", page, shot, height=6000)
+    assert png_size(shot) == (1200, 6000)
+
+
+@pytest.mark.corpus
+def test_spamassassin_online_in_date_order(real_corpus):
+    report = run_json(*corpus_args(real_corpus("spamassassin")), "--online", "--order", "date")
+    assert report["protocol"]["order"] == "date"
+    trec = report["trec"]
+    assert trec["ham"] + trec["spam"] == report["n"] == 6046
+    # Online learning starts from nothing, yet must end far above the baseline.
+    assert report["accuracy"] >= 0.98
+    assert trec["lam"] <= 0.02
+
+
+@pytest.mark.corpus
+def test_enron1_online_trec_measures_agree_with_the_predictions(tmp_path, real_corpus):
+    predictions = tmp_path / "enron1.tsv"
+    report = run_json(*corpus_args(real_corpus("enron1")), "--online", "--predictions", predictions)
+    rows = read_predictions(predictions)
+    assert len(rows) == report["n"]
+    # File-name order is Enron-Spam's delivery order: its numbers, ham and spam interleaved.
+    numbers = [int(Path(row["source"]).name.split(".")[0]) for row in rows]
+    assert numbers == sorted(numbers)
+    labels = [row["label"] for row in rows]
+    assert labels[: len(labels) // 2].count("spam") > 0.2 * len(labels) // 2
+    # An independent computation of the TREC measures from the written verdicts.
+    ham = [row for row in rows if row["label"] == "ham"]
+    spam = [row for row in rows if row["label"] == "spam"]
+    hm = sum(row["predicted"] != "ham" for row in ham) / len(ham)
+    sm = sum(row["predicted"] != "spam" for row in spam) / len(spam)
+    trec = report["trec"]
+    assert trec["ham_misclassification"] == pytest.approx(hm)
+    assert trec["spam_misclassification"] == pytest.approx(sm)
+    assert 0 < hm < 1 and 0 < sm < 1
+
+    def logit(p: float) -> float:
+        return math.log(p / (1 - p))
+
+    expected_lam = 1 / (1 + math.exp(-(logit(hm) + logit(sm)) / 2))
+    assert trec["lam"] == pytest.approx(expected_lam)
+    assert report["accuracy"] >= 0.95
