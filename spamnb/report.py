@@ -152,7 +152,7 @@ def _summary_table(report: dict[str, Any]) -> Table:
             )
     trec = report.get("trec")
     if trec:
-        _add_row(table, "logistic average misclassification (lam)", _percent(trec["lam"]), "")
+        _add_row(table, "lam (logistic average)", _percent(trec["lam"]), "")
     _add_row(table, "ROC AUC", _number(report["roc_auc"]), "")
     if trec and trec.get("one_minus_roca") is not None:
         _add_row(table, "1 - ROC AUC (1-ROCA)", _percent(trec["one_minus_roca"]), "")
