@@ -93,12 +93,13 @@ def stderr_console() -> Console:
 
 
 @contextmanager
-def progress_bar(description: str, total: int) -> Iterator[Callable[[int], None]]:
-    """A progress bar on stderr when it is a terminal; otherwise silent."""
+def progress_bar(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A progress bar on stderr when it is a terminal; otherwise silent.  With no
+    total (mail read as it streams), it counts without an end."""
     console = stderr_console()
     # Ask the stream itself: rich treats FORCE_COLOR as a terminal, and progress codes
     # must never end up in a redirected log.
-    if not sys.stderr.isatty() or total < 50:
+    if not sys.stderr.isatty() or (total is not None and total < 50):
         yield lambda n=1: None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -240,6 +241,48 @@ def json_option(func: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
 
 
+# parallel.BACKENDS, spelt out so that building the CLI does not import numpy.
+BACKENDS = ("local", "dask")
+
+
+def parallel_options(command: Callable) -> Callable:
+    """--jobs, --backend and --scheduler, passed to the command as one ``workers`` dict."""
+
+    @functools.wraps(command)
+    def func(*args: Any, **kwargs: Any) -> Any:
+        workers = {name: kwargs.pop(name) for name in ("jobs", "backend", "scheduler")}
+        if workers["backend"] == "dask" and not workers["scheduler"]:
+            raise fail("--backend dask needs --scheduler tcp://HOST:PORT")
+        if workers["scheduler"] and workers["backend"] != "dask":
+            raise fail("--scheduler is for --backend dask")
+        if workers["jobs"] is None:
+            from .parallel import default_jobs
+
+            workers["jobs"] = default_jobs()
+        kwargs["workers"] = workers
+        return command(*args, **kwargs)
+
+    func = click.option(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="With --backend dask: the Dask scheduler, e.g. tcp://10.0.0.5:8786.",
+    )(func)
+    func = click.option(
+        "--backend",
+        type=click.Choice(BACKENDS),
+        default="local",
+        show_default=True,
+        help="Where batches are tokenized and counted: here, or on a Dask cluster "
+        "(needs spamnb[dask]).",
+    )(func)
+    return click.option(
+        "-j",
+        "--jobs",
+        type=click.IntRange(min=1),
+        help="Processes that tokenize and count in parallel [default: every core].",
+    )(func)
+
+
 # ---------------------------------------------------------------------------
 # Helpers shared by the commands
 # ---------------------------------------------------------------------------
@@ -303,10 +346,21 @@ def read_labelled(
     pairs: Sequence[tuple[str, str]], mail_format: str | None, recursive: bool
 ) -> tuple[list[MailItem], list[str]]:
     """The messages under each labelled path, each stored message once."""
-    from .mail import MailSourceError, iter_messages
-
     items: list[MailItem] = []
     labels: list[str] = []
+    for item, label in iter_labelled(pairs, mail_format, recursive):
+        items.append(item)
+        labels.append(label)
+    return items, labels
+
+
+def iter_labelled(
+    pairs: Sequence[tuple[str, str]], mail_format: str | None, recursive: bool
+) -> Iterator[tuple[MailItem, str]]:
+    """Each stored message under the labelled paths once, with its label, as it is read
+    (so that training holds a batch of mail in memory, not the mailbox)."""
+    from .mail import MailSourceError, iter_messages
+
     skipped: list[str] = []
     seen: dict[str, str] = {}
     repeated = 0
@@ -326,8 +380,7 @@ def read_labelled(
                     repeated += 1
                     continue
                 seen[identity] = label
-                items.append(item)
-                labels.append(label)
+                yield item, label
         except MailSourceError as exc:
             note = f" ({len(skipped):,} files skipped as not mail)" if skipped else ""
             raise fail(f"{exc}{note}") from None
@@ -335,7 +388,6 @@ def read_labelled(
         warn(f"skipped {len(skipped):,} files that are not mail, e.g. {skipped[0]}")
     if repeated:
         warn(f"read {repeated:,} messages more than once (overlapping paths); counted once")
-    return items, labels
 
 
 def warn(message: str) -> None:
@@ -420,6 +472,7 @@ def main() -> None:
     help="Calibrated spam score at or above which --pipe says Spam [chosen from the data].",
 )
 @click.option("--new", is_flag=True, help="Start a new model instead of adding to an existing one.")
+@parallel_options
 @json_option
 def train(
     model_path: Path | None,
@@ -433,6 +486,7 @@ def train(
     ham_cutoff: float | None,
     spam_cutoff: float | None,
     new: bool,
+    workers: dict[str, Any],
     as_json: bool,
 ) -> None:
     """Learn from mail labelled spam or ham.
@@ -454,7 +508,7 @@ def train(
     cutoffs = ham_cutoff is not None or spam_cutoff is not None
     if not pairs and not forget and not cutoffs:
         raise fail("give mail to learn from: --spam PATH..., --ham PATH..., or --forget PATH...")
-    items, labels = read_labelled(pairs, mail_format, recursive)
+    check_paths_exist([p for _, p in pairs])
     forgotten_items, _ = read_labelled([("", p) for p in forget], mail_format, recursive)
     path = resolve_model_path(model_path)
     try:
@@ -479,10 +533,8 @@ def train(
                 tokens = tokenize_with_progress(spam_filter, forgotten_items, "Forgetting")
                 digests = [message_digest(item.data) for item in forgotten_items]
                 outcome.update(spam_filter.forget(tokens, digests))
-            if items:
-                tokens = tokenize_with_progress(spam_filter, items, "Learning")
-                digests = [message_digest(item.data) for item in items]
-                outcome.update(spam_filter.learn(tokens, labels, digests))
+            if pairs:
+                outcome.update(learn_streaming(spam_filter, pairs, mail_format, recursive, workers))
             if cutoffs:
                 try:
                     spam_filter.choose_cutoffs(ham_cutoff, spam_cutoff)
@@ -511,6 +563,42 @@ def train(
         from .report import training_summary
 
         stdout_console().print(training_summary(summary))
+
+
+def learn_streaming(
+    spam_filter: SpamFilter,
+    pairs: Sequence[tuple[str, str]],
+    mail_format: str | None,
+    recursive: bool,
+    workers: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Read, count and learn the mail a batch at a time, in parallel as asked."""
+    from .parallel import BATCH_SIZE, DaskMissing, batched
+    from .training import learn_batches
+
+    def batches() -> Iterator[tuple[list[bytes], list[str]]]:
+        for batch in batched(iter_labelled(pairs, mail_format, recursive), BATCH_SIZE):
+            yield [item.data for item, _ in batch], [label for _, label in batch]
+
+    try:
+        with progress_bar("Learning", None) as advance:
+            return learn_batches(spam_filter, batches(), on_step=advance, **workers)
+    except DaskMissing as exc:
+        raise fail(str(exc)) from None
+    except OSError as exc:
+        if workers["backend"] != "dask":
+            raise
+        # A Dask scheduler that cannot be reached.
+        raise fail(f"cannot reach the Dask scheduler {workers['scheduler']}: {exc}") from None
+
+
+def check_paths_exist(paths: Sequence[str]) -> None:
+    """Fail before any work when a path is wrong, not halfway through the mail."""
+    from .mail import display_source
+
+    for path in paths:
+        if path != "-" and not os.path.lexists(path):
+            raise fail(f"{display_source(path)} does not exist")
 
 
 def one_line_summary(summary: dict[str, Any]) -> str:
@@ -564,6 +652,7 @@ def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
 )
 @reader_options
 @scoring_options
+@parallel_options
 @json_option
 def classify(
     model_path: Path | None,
@@ -575,6 +664,7 @@ def classify(
     mail_format: str | None,
     recursive: bool,
     scoring: dict[str, Any],
+    workers: dict[str, Any],
     as_json: bool,
 ) -> None:
     """Label messages: one line each, `LABEL<TAB>SPAM-PROBABILITY<TAB>MESSAGE`.
@@ -585,8 +675,6 @@ def classify(
 
     With --pipe it is a mail filter for procmail or maildrop instead.
     """
-    from .mail import display_source, message_id
-
     if pipe:
         if paths:
             raise fail("--pipe reads one message from standard input; give no PATH")
@@ -598,9 +686,38 @@ def classify(
         raise fail(f"the model knows only {spam_filter.classes}; train at least two classes")
     apply_scoring_options(spam_filter, scoring)
     check_stdin_once(paths)
-    items, _ = read_labelled([("", p) for p in paths], mail_format, recursive)
-    token_lists = tokenize_with_progress(spam_filter, items, "Classifying")
-    proba, log_odds, lengths = spam_filter.score_tokens(token_lists)
+    check_paths_exist(paths)
+    from .counts import to_vocabulary
+    from .parallel import BATCH_SIZE, batched, counted_in_order
+
+    # Messages are read, counted and scored a batch at a time (one sparse product
+    # each), so a folder of any size takes memory for a batch, not for the folder.
+    batches = batched(
+        (item for item, _ in iter_labelled([("", p) for p in paths], mail_format, recursive)),
+        BATCH_SIZE,
+    )
+    with progress_bar("Classifying", None) as advance:
+        for items, counted in counted_in_order(
+            batches,
+            lambda batch: [item.data for item in batch],
+            spam_filter.settings,
+            **workers,
+        ):
+            X = to_vocabulary(counted.tokens, counted.matrix, spam_filter.vocabulary, grow=False)
+            print_verdicts(spam_filter, items, *spam_filter.score_matrix(X), as_json)
+            advance(len(items))
+
+
+def print_verdicts(
+    spam_filter: SpamFilter,
+    items: Sequence[MailItem],
+    proba: Any,
+    log_odds: Any,
+    lengths: Any,
+    as_json: bool,
+) -> None:
+    from .mail import display_source, message_id
+
     predicted = spam_filter.predict_labels(proba)
     if log_odds is not None:
         score_logit = spam_filter.calibration.decision(log_odds, lengths)
@@ -1365,6 +1482,70 @@ def top_odds(
     from .report import top_odds_tables
 
     stdout_console().print(top_odds_tables(positive, negative, towards_positive, towards_negative))
+
+
+@main.command()
+@click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
+@click.argument("models", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--trust-model",
+    is_flag=True,
+    expose_value=False,
+    callback=_remember_trust,
+    help="Load the models even if another user owns them or others may write them.",
+)
+@click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
+@json_option
+def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) -> None:
+    """Add up models trained separately: OUTPUT holds the counts of every MODEL.
+
+    Naive Bayes counts add, so models trained per folder, per shard or per user
+    merge into the model one run over all their mail would have made.  The models
+    must share tokenizer settings; scoring settings are the first model's, and the
+    calibration is that of the model fitted on the most mail (train refits it).
+    """
+    from .merge import merge_filters
+    from .store import ModelFileError, load, save, training_lock
+
+    if len(models) < 2:
+        raise fail("give at least two models to merge")
+    if output.exists() and not force:
+        raise fail(f"{output} exists; use --force to replace it")
+    if any(os.path.realpath(output) == os.path.realpath(model) for model in models):
+        raise fail(f"{output} is also one of the models; write the merge to a new file")
+    filters = []
+    for model in models:
+        try:
+            filters.append(load(model, trust=trusting()))
+        except ModelFileError as exc:
+            raise fail(str(exc)) from None
+    try:
+        merged = merge_filters(filters)
+    except ValueError as exc:
+        raise fail(f"cannot merge: {exc}") from None
+    try:
+        with training_lock(output):
+            size = save(merged, output)
+    except ModelFileError as exc:
+        raise fail(str(exc)) from None
+    summary = {
+        "model": str(output),
+        "merged": [str(model) for model in models],
+        "classes": {
+            name: int(count)
+            for name, count in zip(merged.classes, merged.model.class_counts, strict=True)
+        },
+        "vocabulary": len(merged.vocabulary),
+        "model_bytes": size,
+    }
+    if as_json:
+        print_json(summary)
+        return
+    totals = ", ".join(f"{count:,} {name}" for name, count in summary["classes"].items())
+    click.echo(
+        f"spamnb: merged {len(models)} models into {display_path(str(output))}: "
+        f"{totals} messages, {summary['vocabulary']:,} tokens"
+    )
 
 
 @main.command()

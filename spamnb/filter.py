@@ -136,6 +136,18 @@ class SpamFilter:
         now per class (learned or moved there).  The calibration is refitted on the
         messages learned now.
         """
+        X = count_matrix(token_lists, self.vocabulary, grow=True)
+        outcome, rows = self.learn_matrix(X, labels, digests)
+        if rows:
+            self.fit_calibration_matrix(X[rows], [labels[i] for i in rows])
+        return outcome
+
+    def learn_matrix(
+        self, X: sp.csr_matrix, labels: Sequence[str], digests: Sequence[str]
+    ) -> tuple[dict[str, Any], list[int]]:
+        """:meth:`learn` for messages already counted with this filter's vocabulary,
+        without the calibration: also returns the rows it counted, so that a caller
+        training in batches can calibrate once on a sample of them."""
         add: dict[str, int] = {}  # digest -> row, so a repeat in this batch wins once
         moved: list[tuple[int, str]] = []
         known = 0
@@ -156,20 +168,19 @@ class SpamFilter:
         for digest, i in add.items():
             self.trained[digest] = labels[i]
         if moved:
-            X = self.vectorise([token_lists[i] for i, _ in moved])
-            self.model.add_counts(X, [before for _, before in moved], sign=-1)
+            self.model.add_counts(X[[i for i, _ in moved]], [before for _, before in moved], -1)
         rows = sorted(add.values())
-        new_tokens = [token_lists[i] for i in rows]
         new_labels = [labels[i] for i in rows]
-        if add:
-            self.train_tokens(new_tokens, new_labels)
-            self.fit_calibration(new_tokens, new_labels)
-        return {
+        if rows:
+            self.model.add_counts(X[rows], new_labels)
+            self.updated = _now()
+        outcome = {
             "learned": len(add) - len(moved),
             "moved": len(moved),
             "known": known,
             "by_class": {c: new_labels.count(c) for c in dict.fromkeys(new_labels)},
         }
+        return outcome, rows
 
     def forget(
         self, token_lists: Sequence[Sequence[str]], digests: Sequence[str]
@@ -195,7 +206,11 @@ class SpamFilter:
     ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """Class probabilities (n, classes), spam log-odds (n,) when there is a spam
         class, and each message's evidence length (occurrences of scored tokens)."""
-        X = self.vectorise(token_lists)
+        return self.score_matrix(self.vectorise(token_lists))
+
+    def score_matrix(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
+        """:meth:`score_tokens` for messages already counted with this vocabulary: one
+        sparse product for the whole batch."""
         jll = self.model.joint_log_likelihood(X)
         proba = np.exp(self.model.normalise(jll))
         lengths = self.model.evidence_lengths(X)
@@ -214,6 +229,12 @@ class SpamFilter:
         at the cost of one extra scoring pass.  Returns False, keeping the old
         calibration, when the messages are too few or lack a class.
         """
+        return self.fit_calibration_matrix(self.vectorise(token_lists), labels, folds)
+
+    def fit_calibration_matrix(
+        self, X: sp.csr_matrix, labels: Sequence[str], folds: int = 5
+    ) -> bool:
+        """:meth:`fit_calibration` for messages already counted with this vocabulary."""
         positive = self.positive_class()
         present = set(labels)
         if positive is None or positive not in present or len(present) < 2:
@@ -227,7 +248,6 @@ class SpamFilter:
             # A nightly batch of a few corrections would fit the map to noise; keep
             # the calibration fitted on more mail.
             return False
-        X = self.vectorise(token_lists)
         log_odds = np.empty(len(labels))
         lengths = self.model.evidence_lengths(X)
         label_array = np.asarray(labels, dtype=object)

@@ -1,0 +1,200 @@
+"""Merging models trained separately (per shard, per user) into one.
+
+Naive Bayes keeps nothing but counts, and counts add: the sum of two models' counts
+is exactly the model trained on both models' mail.  :func:`merge_filters` adds them
+up, column by token and row by class, and refuses the merges whose sum would not be
+such a model: tokenizers that give the same message other tokens, and messages that
+both models counted.
+
+Rules, so that a merge equals training one filter on the models' mail concatenated
+in the order the models are given:
+
+- vocabulary: the first model's tokens in its order, then each later model's new
+  tokens in its order; this is the first-seen order that training on the
+  concatenation gives, so the columns, not just the counts, are the same;
+- classes: the union in first-seen order; a class a model lacks has zero counts there;
+- scoring settings (event model, smoothing, vocabulary cut-offs): the first
+  model's.  Counts do not depend on them, so any choice gives the same counts, and
+  the first is the one the caller names first;
+- calibration: the one fitted on the most held-out messages (see ``_calibration``);
+- trained messages: the union; created: the earliest; updated: now.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timezone
+
+import numpy as np
+
+from .calibration import Calibration
+from .counts import Vocabulary
+from .filter import SpamFilter
+from .model import NaiveBayes
+
+__all__ = ["IncompatibleModels", "merge_filters"]
+
+
+class IncompatibleModels(ValueError):
+    """The models cannot be merged into one that training could have produced."""
+
+
+def merge_filters(filters: Sequence[SpamFilter]) -> SpamFilter:
+    """One filter holding the summed counts of ``filters`` (at least two).
+
+    The result equals a single filter trained on all the models' mail, the first
+    model's first, and shares no mutable state with the inputs, which are left as
+    they were.  Raises :class:`IncompatibleModels` when the tokenizer settings
+    differ or a message was trained into two of the models, and ValueError when
+    fewer than two models are given.
+    """
+    filters = list(filters)
+    if len(filters) < 2:
+        raise ValueError(f"merging needs at least 2 models, got {len(filters)}")
+    for position, spam_filter in enumerate(filters, start=1):
+        _check_shapes(spam_filter, position)
+    _check_settings(filters)
+    trained = _merged_trained(filters)
+
+    vocabulary = Vocabulary()
+    for spam_filter in filters:
+        for token in spam_filter.vocabulary.tokens:
+            vocabulary.add(token)
+    classes = list(dict.fromkeys(c for f in filters for c in f.classes))
+    row_of = {label: row for row, label in enumerate(classes)}
+
+    first = filters[0].model
+    model = NaiveBayes(
+        event_model=first.event_model,
+        alpha=first.alpha,
+        min_count=first.min_count,
+        max_features=first.max_features,
+        selection=first.selection,
+    )
+    model.classes = classes
+    model.class_counts = np.zeros(len(classes), dtype=np.int64)
+    model.token_counts = np.zeros((len(classes), len(vocabulary)))
+    model.doc_counts = np.zeros((len(classes), len(vocabulary)))
+    for spam_filter in filters:
+        part = spam_filter.model
+        rows = np.array([row_of[label] for label in part.classes], dtype=np.intp)
+        # A model's counts may stop short of its vocabulary (columns it never had to
+        # grow); the missing columns are zeros, so only the counted ones are added.
+        tokens = spam_filter.vocabulary.tokens[: part.n_features]
+        columns = np.array([vocabulary.index[t] for t in tokens], dtype=np.intp)
+        # Rows and columns are distinct within one model, so += on the fancy index
+        # adds every cell once.
+        block = np.ix_(rows, columns)
+        model.class_counts[rows] += part.class_counts
+        model.token_counts[block] += part.token_counts
+        model.doc_counts[block] += part.doc_counts
+
+    # updated and written_by keep their defaults: now, and this spamnb.
+    return SpamFilter(
+        model=model,
+        vocabulary=vocabulary,
+        settings=filters[0].settings,
+        created=_earliest([f.created for f in filters]),
+        calibration=_calibration(filters),
+        trained=trained,
+    )
+
+
+def _check_shapes(spam_filter: SpamFilter, position: int) -> None:
+    # The store refuses such files on loading; a filter built in memory could still
+    # be inconsistent, and its counts would then land in the wrong columns.
+    model = spam_filter.model
+    n_classes = len(model.classes)
+    if model.n_features > len(spam_filter.vocabulary) or not (
+        model.class_counts.shape == (n_classes,)
+        and model.token_counts.shape == model.doc_counts.shape == (n_classes, model.n_features)
+    ):
+        raise ValueError(
+            f"model {position} is inconsistent: its counts do not match its vocabulary"
+        )
+
+
+def _check_settings(filters: list[SpamFilter]) -> None:
+    """Refuse tokenizers that differ: the same token would mean different evidence."""
+    first = filters[0].settings
+    for position, spam_filter in enumerate(filters[1:], start=2):
+        settings = spam_filter.settings
+        if settings == first:
+            continue
+        differences = ", ".join(
+            f"{name} {value} against {getattr(first, name)}"
+            for name, value in settings.to_dict().items()
+            if value != getattr(first, name)
+        )
+        raise IncompatibleModels(
+            f"model {position} was trained with other tokenizer settings than model 1 "
+            f"({differences}); their tokens mean different things, so their counts "
+            "cannot be added (retrain one with the other's settings)"
+        )
+
+
+def _merged_trained(filters: list[SpamFilter]) -> dict[str, str]:
+    """The union of the trained-message records; refuse messages in two models.
+
+    A message in two models is in both models' counts, so the sum counts it twice
+    (or, with two labels, once in each class).  Taking one copy back out would need
+    its tokens, which a model does not keep (only its digest), so the exact merge is
+    impossible and the merge is refused instead.
+    """
+    owner: dict[str, int] = {}  # digest -> index of the first model that trained it
+    merged: dict[str, str] = {}
+    # (earlier, later) model indices -> [messages in both, of which with other labels]
+    overlaps: dict[tuple[int, int], list[int]] = {}
+    for index, spam_filter in enumerate(filters):
+        for digest, label in spam_filter.trained.items():
+            before = owner.get(digest)
+            if before is None:
+                owner[digest] = index
+                merged[digest] = label
+                continue
+            counts = overlaps.setdefault((before, index), [0, 0])
+            counts[0] += 1
+            counts[1] += int(merged[digest] != label)
+    if overlaps:
+        (earlier, later), (both, relabelled) = min(overlaps.items())
+        noun = "message was" if both == 1 else "messages were"
+        labels = f" ({relabelled} of them with another class)" if relabelled else ""
+        more = ", and others in other pairs of models" if len(overlaps) > 1 else ""
+        raise IncompatibleModels(
+            f"{both} {noun} trained into both model {earlier + 1} and model {later + 1}"
+            f"{labels}{more}; merging would count them twice "
+            "(forget them from one of the models first)"
+        )
+    return merged
+
+
+def _calibration(filters: list[SpamFilter]) -> Calibration:
+    """The calibration fitted on the most held-out messages (the first of equals).
+
+    A calibration cannot be refitted from counts: it needs messages the model did
+    not train on.  The one fitted on the most messages is the least noisy, the
+    rule training itself follows (a small batch does not replace a calibration
+    fitted on more mail); its cut-offs go with it, chosen by hand or not, since they
+    are thresholds on its scores.  It was fitted against fewer counts than the
+    merged model has, so it is an approximation until the next training refits it.
+    """
+    # max() returns the first of equal maxima, so unfitted models keep model 1's.
+    return max(filters, key=lambda f: f.calibration.fitted_on).calibration
+
+
+def _earliest(stamps: list[str]) -> str:
+    """The earliest of the models' creation times, as it was written.
+
+    Compared as times, not as text, since offsets other than UTC do not sort as
+    text; a stamp that is not an ISO time (a damaged or foreign file) never wins.
+    """
+
+    def when(stamp: str) -> datetime:
+        try:
+            moment = datetime.fromisoformat(stamp)
+        except (TypeError, ValueError):
+            return datetime.max.replace(tzinfo=timezone.utc)
+        # Stamps are written in UTC; one without an offset is read as UTC too.
+        return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
+
+    return min(stamps, key=when)

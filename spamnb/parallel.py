@@ -1,0 +1,187 @@
+"""Tokenizing and counting mail in bounded batches, across processes or a Dask cluster.
+
+Naive Bayes training is counting, and counts add.  Each batch of messages is
+tokenized and counted by a worker over the batch's own vocabulary; the parent maps
+each batch onto the model's vocabulary in message order and adds the counts.  Taking
+the batches in order makes the result equal to counting every message at once, in
+one process: the same vocabulary in the same order, the same counts.
+
+Memory stays bounded: only a few batches are read ahead (joblib's ``pre_dispatch``),
+so it grows with the vocabulary, not with the number of messages.
+
+Workers run ``count_batch`` only: a module-level function of bytes and tokenizer
+settings, so it pickles to another process or another machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import chain, islice
+from typing import TypeVar
+
+import scipy.sparse as sp
+
+from .counts import local_counts
+from .tokens import TokenizerSettings, tokenize
+
+__all__ = [
+    "BACKENDS",
+    "BATCH_SIZE",
+    "BatchCounts",
+    "DaskMissing",
+    "batch_counter",
+    "batched",
+    "count_batch",
+    "counted_in_order",
+    "default_jobs",
+]
+
+# Big enough that shipping a batch to a worker costs little beside tokenizing it,
+# small enough that a few batches in flight stay a few megabytes of mail.
+BATCH_SIZE = 500
+BACKENDS = ("local", "dask")
+
+Item = TypeVar("Item")
+
+
+@dataclass
+class BatchCounts:
+    """One batch, counted: its tokens (first-seen order), a message-by-token count
+    matrix over them, and each message's digest (when asked for)."""
+
+    tokens: list[str]
+    matrix: sp.csr_matrix
+    digests: list[str] | None
+
+
+def count_batch(
+    messages: Sequence[bytes], settings: TokenizerSettings, with_digests: bool
+) -> BatchCounts:
+    """Tokenize and count a batch of raw messages (what a worker runs)."""
+    token_lists = [tokenize(data, settings) for data in messages]
+    tokens, matrix = local_counts(token_lists)
+    digests = None
+    if with_digests:
+        from .filter import message_digest
+
+        digests = [message_digest(data) for data in messages]
+    return BatchCounts(tokens, matrix, digests)
+
+
+def batched(items: Iterable[Item], size: int = BATCH_SIZE) -> Iterator[list[Item]]:
+    iterator = iter(items)
+    while batch := list(islice(iterator, size)):
+        yield batch
+
+
+def default_jobs() -> int:
+    """Every core this process may use."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+Counter = Callable[[Sequence[Sequence[bytes]], bool], Iterator[BatchCounts]]
+
+
+@contextmanager
+def batch_counter(
+    settings: TokenizerSettings,
+    *,
+    jobs: int = 1,
+    backend: str = "local",
+    scheduler: str | None = None,
+) -> Iterator[Counter]:
+    """A function that counts a list of batches, yielding them in the given order.
+
+    ``jobs`` 1 counts in this process.  More run ``count_batch`` in that many worker
+    processes (joblib's loky backend, its pool kept for every call); ``backend``
+    "dask" runs it on the Dask cluster whose scheduler is at ``scheduler`` (an address
+    such as tcp://HOST:8786), on every thread the cluster has.  The caller reads the
+    mail itself, a list of batches at a time, so that a bad path fails in the caller,
+    not in a worker thread.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; use one of {BACKENDS}")
+    if jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, not {jobs}")
+    if backend == "local" and jobs == 1:
+
+        def count_here(batches: Sequence[Sequence[bytes]], digests: bool) -> Iterator[BatchCounts]:
+            return (count_batch(messages, settings, digests) for messages in batches)
+
+        yield count_here
+        return
+    from joblib import Parallel, delayed
+
+    with _backend(backend, scheduler) as cluster_threads:
+        n_jobs = cluster_threads if backend == "dask" else jobs
+        with Parallel(n_jobs=n_jobs, return_as="generator") as parallel:
+
+            def count_there(
+                batches: Sequence[Sequence[bytes]], digests: bool
+            ) -> Iterator[BatchCounts]:
+                return parallel(
+                    delayed(count_batch)(messages, settings, digests) for messages in batches
+                )
+
+            yield count_there
+
+
+@contextmanager
+def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
+    if backend == "local":
+        yield 1
+        return
+    try:
+        from dask.distributed import Client
+    except ImportError:
+        raise DaskMissing(
+            "the dask backend needs dask.distributed: pip install 'spamnb[dask]'"
+        ) from None
+    from joblib import parallel_config
+
+    if not scheduler:
+        raise ValueError("the dask backend needs the scheduler's address (--scheduler)")
+    with Client(scheduler, timeout="30s") as client, parallel_config(backend="dask"):
+        yield max(sum(client.nthreads().values()), 1)
+
+
+class DaskMissing(RuntimeError):
+    """dask.distributed is not installed (it is the optional extra spamnb[dask])."""
+
+
+Batch = TypeVar("Batch")
+
+
+def counted_in_order(
+    batches: Iterable[Batch],
+    messages_of: Callable[[Batch], Sequence[bytes]],
+    settings: TokenizerSettings,
+    *,
+    jobs: int = 1,
+    backend: str = "local",
+    scheduler: str | None = None,
+    with_digests: bool = False,
+) -> Iterator[tuple[Batch, BatchCounts]]:
+    """Each batch with its counts, in order, counted as :func:`batch_counter` counts.
+
+    The batches are read here, a few per worker at a time, so that reading the mail
+    (and its errors) stays in this thread and at most that many batches are held.
+    Mail that fits one batch is counted in this process: starting workers would cost
+    more than they save.
+    """
+    window = 1 if jobs == 1 and backend == "local" else 4 * max(jobs, 2)
+    groups = batched(batches, window)
+    first = next(groups, [])
+    if backend == "local" and len(first) < 2:
+        jobs = 1
+    with batch_counter(settings, jobs=jobs, backend=backend, scheduler=scheduler) as count:
+        for group in chain([first] if first else [], groups):
+            counted = count([messages_of(batch) for batch in group], with_digests)
+            yield from zip(group, counted, strict=True)

@@ -1,0 +1,114 @@
+"""The training stage for mailboxes of any size: batches in, counts added, one calibration.
+
+:meth:`SpamFilter.learn` takes every message's tokens at once.  Here messages arrive
+in batches, are counted by :mod:`spamnb.parallel` (in this process, in worker
+processes or on a Dask cluster) and are added to the filter in order, so the counts
+equal those of ``learn`` on all of them.  The calibration is fitted once at the end,
+on the counted messages when there are at most ``CALIBRATION_SAMPLE`` of them and on
+a uniform random sample of that many otherwise: it has two parameters and two
+cut-offs to fit, and keeping every message's row would make memory grow with the
+mailbox.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import scipy.sparse as sp
+
+from .counts import to_vocabulary
+from .filter import SpamFilter
+from .parallel import counted_in_order
+
+__all__ = ["CALIBRATION_SAMPLE", "CalibrationSample", "learn_batches"]
+
+CALIBRATION_SAMPLE = 10_000
+
+
+class CalibrationSample:
+    """A uniform random sample (reservoir) of at most ``size`` count rows and labels."""
+
+    def __init__(self, size: int = CALIBRATION_SAMPLE, seed: int = 0) -> None:
+        self.size = size
+        self.seen = 0
+        # Whole batches while the sample has room (slicing rows one by one is slow);
+        # single rows once it is full and rows start replacing each other.
+        self.parts: list[sp.csr_matrix] = []
+        self.labels: list[str] = []
+        self._random = random.Random(seed)
+        self._by_row = False
+
+    def add(self, X: sp.csr_matrix, labels: Sequence[str]) -> None:
+        room = max(self.size - self.seen, 0)
+        if room:
+            kept = min(room, len(labels))
+            self.parts.append(X[:kept])
+            self.labels.extend(labels[:kept])
+            self.seen += kept
+            X, labels = X[kept:], labels[kept:]
+        if not len(labels):
+            return
+        if not self._by_row:
+            self.parts = [part[i] for part in self.parts for i in range(part.shape[0])]
+            self._by_row = True
+        for i, label in enumerate(labels):
+            self.seen += 1
+            slot = self._random.randrange(self.seen)
+            if slot < self.size:
+                self.parts[slot] = X[i]
+                self.labels[slot] = label
+
+    def matrix(self, n_features: int) -> sp.csr_matrix:
+        """The sampled rows, widened to the vocabulary's final size."""
+        widened = []
+        for part in self.parts:
+            part = sp.csr_matrix(part)
+            part.resize((part.shape[0], n_features))
+            widened.append(part)
+        if not widened:
+            return sp.csr_matrix((0, n_features))
+        return sp.vstack(widened, format="csr")
+
+
+def learn_batches(
+    spam_filter: SpamFilter,
+    batches: Iterable[tuple[Sequence[bytes], Sequence[str]]],
+    *,
+    jobs: int = 1,
+    backend: str = "local",
+    scheduler: str | None = None,
+    on_step: Callable[[int], None] | None = None,
+    sample_size: int = CALIBRATION_SAMPLE,
+) -> dict[str, Any]:
+    """Learn batches of (raw messages, labels) as :meth:`SpamFilter.learn` learns, then
+    refit the calibration once; returns the summed outcome of every batch."""
+    outcome: dict[str, Any] = {"learned": 0, "moved": 0, "known": 0, "by_class": {}}
+    sample = CalibrationSample(sample_size)
+    for (_, batch_labels), counted in counted_in_order(
+        batches,
+        lambda batch: batch[0],
+        spam_filter.settings,
+        jobs=jobs,
+        backend=backend,
+        scheduler=scheduler,
+        with_digests=True,
+    ):
+        labels = list(batch_labels)
+        X = to_vocabulary(counted.tokens, counted.matrix, spam_filter.vocabulary, grow=True)
+        assert counted.digests is not None
+        batch_outcome, rows = spam_filter.learn_matrix(X, labels, counted.digests)
+        for key in ("learned", "moved", "known"):
+            outcome[key] += batch_outcome[key]
+        for label, count_now in batch_outcome["by_class"].items():
+            outcome["by_class"][label] = outcome["by_class"].get(label, 0) + count_now
+        if rows:
+            sample.add(X[rows], [labels[i] for i in rows])
+        if on_step is not None:
+            on_step(len(labels))
+    if sample.labels:
+        spam_filter.fit_calibration_matrix(
+            sample.matrix(len(spam_filter.vocabulary)), sample.labels
+        )
+    return outcome

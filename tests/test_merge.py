@@ -1,0 +1,343 @@
+"""Merging models: the sum of models' counts is the model trained on all their mail."""
+
+from __future__ import annotations
+
+import copy
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from corpus_fixtures import sample_messages
+
+from spamnb.calibration import Calibration
+from spamnb.filter import SpamFilter, message_digest
+from spamnb.merge import IncompatibleModels, merge_filters
+from spamnb.model import NaiveBayes
+from spamnb.store import from_payload, to_payload
+from spamnb.tokens import TOKENIZER_VERSION, TokenizerSettings
+
+
+@pytest.fixture(scope="module")
+def sample(sample_maildir):
+    """The sample's raw messages, their token lists, labels and digests."""
+    messages, labels = sample_messages(sample_maildir)
+    token_lists = SpamFilter().tokenize(messages)
+    digests = [message_digest(m) for m in messages]
+    # The tests below rely on every sample message being a distinct message.
+    assert len(set(digests)) == len(digests)
+    return messages, token_lists, labels, digests
+
+
+def trained_on(token_lists, labels, **kwargs) -> SpamFilter:
+    spam_filter = SpamFilter(**kwargs)
+    spam_filter.train_tokens(token_lists, labels)
+    return spam_filter
+
+
+def pick(items: list, rows: list[int]) -> list:
+    return [items[i] for i in rows]
+
+
+def assert_same_counts(merged: SpamFilter, whole: SpamFilter) -> None:
+    assert merged.vocabulary.tokens == whole.vocabulary.tokens
+    assert merged.vocabulary.index == whole.vocabulary.index
+    assert merged.classes == whole.classes
+    assert merged.settings == whole.settings
+    for name in ("class_counts", "token_counts", "doc_counts"):
+        np.testing.assert_array_equal(getattr(merged.model, name), getattr(whole.model, name))
+    for name in ("event_model", "alpha", "min_count", "max_features", "selection"):
+        assert getattr(merged.model, name) == getattr(whole.model, name)
+
+
+def assert_same_scores(merged: SpamFilter, whole: SpamFilter, token_lists) -> None:
+    merged_proba, merged_odds, merged_lengths = merged.score_tokens(token_lists)
+    whole_proba, whole_odds, whole_lengths = whole.score_tokens(token_lists)
+    # The same counts in the same columns make the same arithmetic: equal to the bit.
+    np.testing.assert_array_equal(merged_proba, whole_proba)
+    np.testing.assert_array_equal(merged_odds, whole_odds)
+    np.testing.assert_array_equal(merged_lengths, whole_lengths)
+    assert merged.predict_labels(merged_proba) == whole.predict_labels(whole_proba)
+
+
+def splits(n: int, n_spam: int) -> dict[str, list[list[int]]]:
+    everything = list(range(n))
+    return {
+        "interleaved": [everything[::2], everything[1::2]],
+        "halves": [everything[: n // 2], everything[n // 2 :]],
+        # Each part has one class only; the second part's class is new to the merge.
+        "by class": [everything[:n_spam], everything[n_spam:]],
+        # Later parts first, so the concatenation is not the corpus's own order.
+        "reordered": [everything[n // 3 :], everything[: n // 3]],
+    }
+
+
+@pytest.mark.parametrize("split", ["interleaved", "halves", "by class", "reordered"])
+def test_merge_of_disjoint_parts_equals_training_on_everything(sample, split):
+    messages, token_lists, labels, _ = sample
+    parts = splits(len(messages), labels.count("spam"))[split]
+    filters = []
+    for rows in parts:
+        spam_filter = SpamFilter()
+        spam_filter.train(pick(messages, rows), pick(labels, rows))
+        filters.append(spam_filter)
+    order = [i for rows in parts for i in rows]
+    whole = SpamFilter()
+    whole.train(pick(messages, order), pick(labels, order))
+
+    merged = merge_filters(filters)
+
+    assert_same_counts(merged, whole)
+    assert_same_scores(merged, whole, token_lists)
+    assert merged.model.class_counts.sum() == len(messages)
+
+
+def test_merge_of_learned_parts_equals_learning_everything(sample):
+    _, token_lists, labels, digests = sample
+    n = len(labels)
+    parts = [list(range(0, n, 3)), list(range(1, n, 3)), list(range(2, n, 3))]
+    filters = []
+    for rows in parts:
+        spam_filter = SpamFilter()
+        spam_filter.learn(pick(token_lists, rows), pick(labels, rows), pick(digests, rows))
+        filters.append(spam_filter)
+    order = [i for rows in parts for i in rows]
+    whole = SpamFilter()
+    whole.learn(pick(token_lists, order), pick(labels, order), pick(digests, order))
+
+    merged = merge_filters(filters)
+
+    assert_same_counts(merged, whole)
+    assert_same_scores(merged, whole, token_lists)
+    assert list(merged.trained.items()) == list(whole.trained.items())
+    # Learning the sample again into the merge finds every message known.
+    outcome = merged.learn(token_lists, labels, digests)
+    assert (outcome["learned"], outcome["moved"], outcome["known"]) == (0, 0, n)
+
+
+def test_three_way_merge_with_classes_in_different_orders(sample):
+    _, token_lists, labels, _ = sample
+    spam = [i for i, label in enumerate(labels) if label == "spam"]
+    ham = [i for i, label in enumerate(labels) if label == "ham"]
+    # Model 1 meets ham first, model 2 spam first, and only model 3 has "newsletter".
+    relabelled = list(labels)
+    for i in ham[-5:]:
+        relabelled[i] = "newsletter"
+    parts = [
+        ham[:8] + spam[:6],
+        spam[6:12] + ham[8:16],
+        ham[-5:] + spam[12:] + ham[16:-5],
+    ]
+    filters = [trained_on(pick(token_lists, rows), pick(relabelled, rows)) for rows in parts]
+    assert [f.classes for f in filters] == [
+        ["ham", "spam"],
+        ["spam", "ham"],
+        ["newsletter", "spam", "ham"],
+    ]
+    order = [i for rows in parts for i in rows]
+    whole = trained_on(pick(token_lists, order), pick(relabelled, order))
+
+    merged = merge_filters(filters)
+
+    assert merged.classes == ["ham", "spam", "newsletter"]
+    assert_same_counts(merged, whole)
+    assert_same_scores(merged, whole, token_lists)
+    # Only model 3 counted "newsletter": its row is model 3's, moved to the merged columns.
+    columns = [merged.vocabulary.index[t] for t in filters[2].vocabulary.tokens]
+    expected = np.zeros(len(merged.vocabulary))
+    expected[columns] = filters[2].model.token_counts[0]
+    np.testing.assert_array_equal(merged.model.token_counts[-1], expected)
+
+
+def test_merging_with_an_empty_model_gives_the_same_model(sample):
+    _, token_lists, labels, _ = sample
+    trained = trained_on(token_lists, labels)
+    for filters in ([trained, SpamFilter()], [SpamFilter(), trained]):
+        merged = merge_filters(filters)
+        assert_same_counts(merged, trained)
+        assert_same_scores(merged, trained, token_lists)
+
+
+def test_the_first_models_scoring_settings_are_kept(sample):
+    _, token_lists, labels, _ = sample
+    settings = {
+        "event_model": "multinomial",
+        "alpha": 0.5,
+        "min_count": 2,
+        "max_features": 300,
+        "selection": "df",
+    }
+    tuned = trained_on(token_lists[:30], labels[:30], model=NaiveBayes(**settings))
+    default = trained_on(token_lists[30:], labels[30:])
+
+    merged = merge_filters([tuned, default])
+    assert {name: getattr(merged.model, name) for name in settings} == settings
+    # Counts do not depend on the scoring settings: a filter trained on everything
+    # with the first model's settings is the merge.
+    whole = trained_on(token_lists, labels, model=NaiveBayes(**settings))
+    assert_same_counts(merged, whole)
+    assert_same_scores(merged, whole, token_lists)
+
+    other_way = merge_filters([default, tuned])
+    assert other_way.model.event_model == "boolean"
+    assert other_way.model.max_features is None
+
+
+def test_the_calibration_fitted_on_most_messages_is_kept(sample):
+    _, token_lists, labels, _ = sample
+    filters = [trained_on(token_lists[i::3], labels[i::3]) for i in range(3)]
+    filters[0].calibration = Calibration(slope=0.5, fitted_on=20)
+    filters[1].calibration = Calibration(
+        slope=2.0,
+        intercept=-1.0,
+        fitted_on=40,
+        ham_cutoff=0.3,
+        spam_cutoff=0.7,
+        chosen_cutoffs=True,
+        length_exponent=0.75,
+    )
+    filters[2].calibration = Calibration(slope=3.0, fitted_on=40)
+    # The largest, and of equals the first: cut-offs chosen by hand come with it.
+    assert merge_filters(filters).calibration == filters[1].calibration
+    assert merge_filters(filters[::-1]).calibration == filters[2].calibration
+    # Models never calibrated keep the first model's (default) calibration.
+    unfitted = [trained_on(token_lists[i::2], labels[i::2]) for i in range(2)]
+    unfitted[1].calibration = Calibration(slope=9.0)
+    assert merge_filters(unfitted).calibration == unfitted[0].calibration
+
+
+def test_created_is_the_earliest_and_updated_is_now(sample):
+    _, token_lists, labels, _ = sample
+    filters = [trained_on(token_lists[i::3], labels[i::3]) for i in range(3)]
+    filters[0].created = "2024-01-01T00:00:00+00:00"
+    # Earlier than model 1's, though later as text: times are compared, not strings.
+    filters[1].created = "2024-01-01T01:00:00+02:00"
+    filters[2].created = "not a time"
+    before = datetime.now(timezone.utc).replace(microsecond=0)
+
+    merged = merge_filters(filters)
+
+    assert merged.created == "2024-01-01T01:00:00+02:00"
+    assert datetime.fromisoformat(merged.updated) >= before
+
+
+def test_different_word_pairs_setting_is_refused(sample):
+    _, token_lists, labels, _ = sample
+    pairs = trained_on(token_lists[:30], labels[:30])
+    no_pairs = trained_on(token_lists[30:], labels[30:], settings=TokenizerSettings(word_pairs=0))
+    with pytest.raises(IncompatibleModels, match=r"^model 3 .*tokenizer.*word_pairs 0 against 1"):
+        merge_filters([pairs, copy.deepcopy(pairs), no_pairs])
+
+
+def test_different_tokenizer_version_is_refused(sample):
+    _, token_lists, labels, _ = sample
+    current = trained_on(token_lists[:30], labels[:30])
+    old = trained_on(
+        token_lists[30:], labels[30:], settings=TokenizerSettings(version=TOKENIZER_VERSION - 1)
+    )
+    with pytest.raises(
+        IncompatibleModels, match=rf"^model 2 .*version {TOKENIZER_VERSION - 1} against"
+    ) as refused:
+        merge_filters([current, old])
+    assert "\n" not in str(refused.value)
+
+
+def test_a_message_trained_into_two_models_is_refused(sample):
+    _, token_lists, labels, digests = sample
+
+    def learned(rows, labels=labels):
+        spam_filter = SpamFilter()
+        spam_filter.learn(pick(token_lists, rows), pick(labels, rows), pick(digests, rows))
+        return spam_filter
+
+    first, second = learned(range(0, 30)), learned(range(30, 50))
+    # Model 3 learned two of model 1's messages again, with the same labels.
+    third = learned([*range(50, len(labels)), 3, 7])
+    with pytest.raises(
+        IncompatibleModels,
+        match=r"^2 messages were trained into both model 1 and model 3; .*count them twice",
+    ):
+        merge_filters([first, second, third])
+
+    # With another label the message is refused too: it would be in both classes.
+    flipped = ["ham" if label == "spam" else "spam" for label in labels]
+    relabelled = learned([*range(50, len(labels)), 3], labels=flipped)
+    with pytest.raises(
+        IncompatibleModels,
+        match=r"^1 message was trained into both model 1 and model 2 \(1 of them with another",
+    ):
+        merge_filters([first, relabelled])
+
+
+def test_models_without_digests_merge_with_learned_ones(sample):
+    _, token_lists, labels, digests = sample
+    learned = SpamFilter()
+    learned.learn(token_lists[:30], labels[:30], digests[:30])
+    counted = trained_on(token_lists[30:], labels[30:])
+    merged = merge_filters([learned, counted])
+    assert merged.trained == learned.trained
+    assert_same_counts(merged, trained_on(token_lists, labels))
+
+
+@pytest.mark.parametrize("count", [0, 1])
+def test_fewer_than_two_models_are_refused(count):
+    with pytest.raises(ValueError, match="at least 2 models"):
+        merge_filters([SpamFilter() for _ in range(count)])
+
+
+def snapshot(spam_filter: SpamFilter) -> dict:
+    return {
+        "tokens": list(spam_filter.vocabulary.tokens),
+        "index": dict(spam_filter.vocabulary.index),
+        "state": copy.deepcopy(spam_filter.model.to_state()),
+        "settings": spam_filter.settings,
+        "calibration": spam_filter.calibration,
+        "trained": dict(spam_filter.trained),
+        "dates": (spam_filter.created, spam_filter.updated),
+    }
+
+
+def assert_unchanged(spam_filter: SpamFilter, before: dict) -> None:
+    after = snapshot(spam_filter)
+    for key in ("tokens", "index", "settings", "calibration", "trained", "dates"):
+        assert after[key] == before[key], key
+    for key, value in before["state"].items():
+        np.testing.assert_array_equal(after["state"][key], value)
+
+
+def test_merging_does_not_modify_its_inputs(sample):
+    _, token_lists, labels, digests = sample
+    filters = []
+    for i in range(3):
+        spam_filter = SpamFilter()
+        spam_filter.learn(token_lists[i::3], labels[i::3], digests[i::3])
+        filters.append(spam_filter)
+    filters[2].model.classes.reverse()  # classes in another order, counts to match
+    for name in ("token_counts", "doc_counts", "class_counts"):
+        setattr(filters[2].model, name, getattr(filters[2].model, name)[::-1].copy())
+    before = [snapshot(f) for f in filters]
+
+    merged = merge_filters(filters)
+    for spam_filter, state in zip(filters, before, strict=True):
+        assert_unchanged(spam_filter, state)
+
+    # Nor does the merge share state with them: training it leaves them alone.
+    merged.train_tokens([["a-token-nobody-has", *token_lists[0]]], ["spam"])
+    merged.forget(token_lists[:2], digests[:2])
+    merged.calibration = Calibration(slope=5.0)
+    for spam_filter, state in zip(filters, before, strict=True):
+        assert_unchanged(spam_filter, state)
+
+
+def test_a_merged_model_saves_and_loads(sample):
+    _, token_lists, labels, digests = sample
+    filters = []
+    for i in range(2):
+        spam_filter = SpamFilter()
+        spam_filter.learn(token_lists[i::2], labels[i::2], digests[i::2])
+        filters.append(spam_filter)
+    merged = merge_filters(filters)
+    loaded = from_payload(to_payload(merged), Path("merged.model"))
+    assert_same_counts(loaded, merged)
+    assert loaded.trained == merged.trained
+    assert loaded.calibration == merged.calibration

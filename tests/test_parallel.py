@@ -1,0 +1,226 @@
+"""Training in batches, in parallel and on a Dask cluster gives the very model one
+process gives; merged models equal one model of all their mail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_helpers import assert_one_line_error, run
+from corpus_fixtures import sample_messages
+
+from spamnb.filter import SpamFilter, message_digest
+from spamnb.parallel import batch_counter, batched
+from spamnb.store import load
+from spamnb.training import CalibrationSample, learn_batches
+
+
+def assert_same_model(a: SpamFilter, b: SpamFilter) -> None:
+    assert a.vocabulary.tokens == b.vocabulary.tokens
+    assert a.classes == b.classes
+    np.testing.assert_array_equal(a.model.class_counts, b.model.class_counts)
+    np.testing.assert_array_equal(a.model.token_counts, b.model.token_counts)
+    np.testing.assert_array_equal(a.model.doc_counts, b.model.doc_counts)
+    assert a.trained == b.trained
+    assert a.calibration == b.calibration
+
+
+def learned_at_once(messages: list[bytes], labels: list[str]) -> SpamFilter:
+    spam_filter = SpamFilter()
+    tokens = spam_filter.tokenize(messages)
+    spam_filter.learn(tokens, labels, [message_digest(m) for m in messages])
+    return spam_filter
+
+
+def in_batches(messages, labels, size):
+    for batch in batched(list(zip(messages, labels, strict=True)), size):
+        yield [m for m, _ in batch], [label for _, label in batch]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("size", [1, 7, 500])
+def test_batches_in_any_number_of_processes_give_the_serial_model(sample_maildir, jobs, size):
+    messages, labels = sample_messages(sample_maildir)
+    # Interleave the classes so that batches mix them.
+    order = np.random.default_rng(0).permutation(len(labels))
+    messages = [messages[i] for i in order]
+    labels = [labels[i] for i in order]
+    serial = learned_at_once(messages, labels)
+    batched_filter = SpamFilter()
+    outcome = learn_batches(batched_filter, in_batches(messages, labels, size), jobs=jobs)
+    assert outcome["learned"] == len(set(serial.trained))
+    assert_same_model(serial, batched_filter)
+
+
+def test_batches_skip_known_mail_and_move_relabelled_mail(sample_maildir):
+    messages, labels = sample_messages(sample_maildir)
+    spam_filter = SpamFilter()
+    learn_batches(spam_filter, in_batches(messages, labels, 10))
+    again = learn_batches(spam_filter, in_batches(messages, labels, 10))
+    assert again["learned"] == 0 and again["known"] == len(set(spam_filter.trained))
+    flipped = ["ham" if label == "spam" else "spam" for label in labels[:5]]
+    moved = learn_batches(spam_filter, in_batches(messages[:5], flipped, 2))
+    assert moved["moved"] == 5
+    expected = learned_at_once(messages[5:] + messages[:5], labels[5:] + flipped)
+    np.testing.assert_array_equal(
+        spam_filter.model.class_counts[[spam_filter.classes.index(c) for c in expected.classes]],
+        expected.model.class_counts,
+    )
+
+
+def test_the_calibration_sample_is_bounded_and_uniform():
+    import scipy.sparse as sp
+
+    sample = CalibrationSample(size=100, seed=1)
+    for start in range(0, 10_000, 250):
+        rows = sp.csr_matrix(np.arange(start, start + 250, dtype=float)[:, None])
+        sample.add(rows, ["spam" if i % 2 else "ham" for i in range(start, start + 250)])
+    matrix = sample.matrix(3)
+    assert matrix.shape == (100, 3)
+    values = matrix[:, 0].toarray().ravel()
+    assert len(set(values)) == 100
+    # A uniform sample of 0..9999 has a mean near 5,000 (sd of the mean about 290).
+    assert 3_500 < values.mean() < 6_500
+    assert [("spam" if v % 2 else "ham") for v in values] == sample.labels
+
+
+def test_small_mail_is_sampled_whole():
+    import scipy.sparse as sp
+
+    sample = CalibrationSample(size=100)
+    sample.add(sp.csr_matrix(np.eye(3)), ["a", "b", "c"])
+    sample.add(sp.csr_matrix(np.eye(3)), ["d", "e", "f"])
+    assert sample.labels == list("abcdef")
+    assert sample.matrix(5).shape == (6, 5)
+
+
+def test_counting_in_workers_keeps_the_batch_order(sample_maildir):
+    messages, _ = sample_messages(sample_maildir)
+    batches = list(batched(messages, 5))
+    with batch_counter(SpamFilter().settings, jobs=2) as count:
+        there = list(count(batches, True))
+    with batch_counter(SpamFilter().settings, jobs=1) as count:
+        here = list(count(batches, True))
+    assert [b.digests for b in there] == [b.digests for b in here]
+    assert [b.tokens for b in there] == [b.tokens for b in here]
+    assert all((a.matrix != b.matrix).nnz == 0 for a, b in zip(there, here, strict=True))
+
+
+def train_cli(model: Path, sample_maildir: Path, *extra: str) -> dict:
+    result = run(
+        "train",
+        "--new",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+        "--json",
+        *extra,
+    )
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_train_jobs_one_and_two_write_the_same_model(tmp_path, sample_maildir, monkeypatch):
+    # Batches of 5, so that two workers really share the sample's 60 messages.
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    one = train_cli(tmp_path / "one.joblib", sample_maildir, "--jobs", "1")
+    two = train_cli(tmp_path / "two.joblib", sample_maildir, "--jobs", "2")
+    assert one["learned"] == two["learned"] == 60
+    assert_same_model(load(tmp_path / "one.joblib"), load(tmp_path / "two.joblib"))
+
+
+def test_dask_backend_trains_the_same_model(tmp_path, sample_maildir, monkeypatch):
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    local = train_cli(tmp_path / "local.joblib", sample_maildir, "--jobs", "1")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        assert len(client.scheduler_info()["workers"]) == 2
+        with distributed.get_task_stream(client=client) as tasks:
+            on_dask = train_cli(
+                tmp_path / "dask.joblib",
+                sample_maildir,
+                "--backend",
+                "dask",
+                "--scheduler",
+                cluster.scheduler_address,
+            )
+        # The batches were counted on the cluster, by both of its workers.
+        assert len({task["worker"] for task in tasks.data}) == 2
+    assert on_dask["learned"] == local["learned"]
+    assert_same_model(load(tmp_path / "local.joblib"), load(tmp_path / "dask.joblib"))
+
+
+def test_parallel_option_errors(tmp_path, sample_maildir):
+    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
+    assert_one_line_error(run(*args, "--backend", "dask"), "--scheduler")
+    assert_one_line_error(run(*args, "--scheduler", "tcp://127.0.0.1:1"), "--backend dask")
+    zero = run(*args, "--jobs", "0")
+    assert zero.exit_code == 2 and "--jobs" in zero.stderr
+    missing = run("train", "--new", "-m", tmp_path / "m.joblib", "--spam", tmp_path / "nope")
+    assert_one_line_error(missing, "does not exist")
+    assert not (tmp_path / "m.joblib").exists()
+
+
+# --------------------------------------------------------------------------- merge
+
+
+def test_merge_of_two_folders_equals_training_on_both(tmp_path, sample_maildir):
+    spam_only = tmp_path / "spam.joblib"
+    ham_only = tmp_path / "ham.joblib"
+    both = tmp_path / "both.joblib"
+    for model, option, folder in ((spam_only, "--spam", "spam"), (ham_only, "--ham", "ham")):
+        result = run("train", "--new", "-m", model, option, sample_maildir / folder, "--jobs", "1")
+        assert result.exit_code == 0, result.output
+    result = run(
+        "train", "--new", "-m", both, "--spam", sample_maildir / "spam", "--ham",
+        sample_maildir / "ham", "--jobs", "1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    merged = tmp_path / "merged.joblib"
+    result = run("merge", merged, spam_only, ham_only, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["classes"] == {"spam": 30, "ham": 30}
+    a, b = load(both), load(merged)
+    assert a.vocabulary.tokens == b.vocabulary.tokens
+    np.testing.assert_array_equal(a.model.token_counts, b.model.token_counts)
+    np.testing.assert_array_equal(a.model.doc_counts, b.model.doc_counts)
+    # The merged model classifies as the model of all the mail does.
+    for model in (both, merged):
+        result = run("classify", "-m", model, sample_maildir / "spam" / "new")
+        assert result.exit_code == 0, result.output
+    assert run("classify", "-m", both, sample_maildir / "ham").stdout == run(
+        "classify", "-m", merged, sample_maildir / "ham"
+    ).stdout.replace(str(merged), str(both))
+
+
+def test_merge_errors(tmp_path, sample_maildir):
+    model = tmp_path / "m.joblib"
+    other = tmp_path / "o.joblib"
+    assert run("train", "--new", "-m", model, "--spam", sample_maildir / "spam").exit_code == 0
+    assert (
+        run(
+            "train", "--new", "-m", other, "--no-word-pairs", "--ham", sample_maildir / "ham"
+        ).exit_code
+        == 0
+    )
+    assert_one_line_error(run("merge", tmp_path / "out.joblib", model), "at least two")
+    assert_one_line_error(run("merge", tmp_path / "out.joblib", model, other), "tokenizer")
+    twice = run("merge", tmp_path / "out.joblib", model, model)
+    assert_one_line_error(twice, "twice")
+    assert_one_line_error(run("merge", model, model, other), "exists")
+    assert_one_line_error(run("merge", model, model, other, "--force"), "also one of the models")
+    broken = tmp_path / "broken.joblib"
+    broken.write_bytes(b"not a model")
+    assert_one_line_error(run("merge", tmp_path / "out.joblib", model, broken))
+    assert not (tmp_path / "out.joblib").exists()
