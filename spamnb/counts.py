@@ -24,6 +24,17 @@ class Vocabulary:
         for token in tokens:
             self.add(token)
 
+    @classmethod
+    def from_tokens(cls, tokens: list[str]) -> Vocabulary:
+        """A vocabulary of distinct ``tokens`` in that order, built in one dict call
+        (loading a model of 10^6 tokens token by token took a second)."""
+        vocabulary = cls()
+        vocabulary.tokens = list(tokens)
+        vocabulary.index = dict(zip(vocabulary.tokens, range(len(tokens)), strict=True))
+        if len(vocabulary.index) != len(vocabulary.tokens):
+            raise ValueError("vocabulary has repeated tokens")
+        return vocabulary
+
     def __len__(self) -> int:
         return len(self.tokens)
 

@@ -37,8 +37,43 @@ __all__ = [
 ]
 
 FORMAT_NAME = "spamnb-model"
-# Bump when a reader of the previous version could misread the new file.
-FORMAT_VERSION = 1
+# Bump when a reader of the previous version could misread the new file.  Version 2
+# packs the vocabulary and the digests of trained messages into byte arrays: joblib
+# pickles a list of 600,000 strings one by one in Python (3 s of a 4 s save), an
+# array in one write.  Version 1 files are still read.
+FORMAT_VERSION = 2
+# Characters that may join packed strings, the first one no string contains.
+_SEPARATORS = ("\n", "\x00", "\x1f")
+
+
+def pack_strings(strings: list[str]) -> dict[str, Any]:
+    """Strings as one UTF-8 byte array, joined by a character none of them holds."""
+    for separator in _SEPARATORS:
+        joined = separator.join(strings)
+        if joined.count(separator) == max(len(strings) - 1, 0):
+            data = joined.encode("utf-8", "surrogatepass")
+            return {
+                "separator": separator,
+                "count": len(strings),
+                "utf8": np.frombuffer(data, dtype=np.uint8),
+            }
+    return {"strings": list(strings)}
+
+
+def unpack_strings(packed: object, what: str) -> list[str]:
+    if not isinstance(packed, dict):
+        raise ValueError(f"the {what} is not a packed string list")
+    if "strings" in packed:
+        strings = packed["strings"]
+    else:
+        count = packed["count"]
+        data = np.asarray(packed["utf8"], dtype=np.uint8).tobytes()
+        strings = data.decode("utf-8", "surrogatepass").split(packed["separator"]) if count else []
+        if len(strings) != count:
+            raise ValueError(f"the {what} holds {len(strings)} strings, not {count}")
+    if not isinstance(strings, list) or not all(isinstance(t, str) for t in strings):
+        raise ValueError(f"the {what} holds non-text entries")
+    return strings
 
 
 def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
@@ -49,11 +84,29 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         "created": spam_filter.created,
         "updated": spam_filter.updated,
         "tokenizer": spam_filter.settings.to_dict(),
-        "vocabulary": spam_filter.vocabulary.tokens,
+        "vocabulary": pack_strings(spam_filter.vocabulary.tokens),
         "model": spam_filter.model.to_state(),
         "calibration": spam_filter.calibration.to_dict(),
-        "trained": spam_filter.trained,
+        "trained": _pack_trained(spam_filter.trained, spam_filter.model.classes),
     }
+
+
+def _pack_trained(trained: dict[str, str], classes: list[str]) -> dict[str, Any]:
+    numbers = {label: number for number, label in enumerate(classes)}
+    return {
+        "digests": pack_strings(list(trained)),
+        "classes": np.fromiter((numbers[label] for label in trained.values()), np.int32),
+    }
+
+
+def _unpack_trained(packed: object, classes: list[str]) -> dict[str, str]:
+    if not isinstance(packed, dict):
+        raise ValueError("the record of trained messages is not packed digests")
+    digests = unpack_strings(packed["digests"], "record of trained messages")
+    numbers = np.asarray(packed["classes"])
+    if numbers.shape != (len(digests),) or not np.isin(numbers, range(len(classes))).all():
+        raise ValueError("the record of trained messages names unknown classes")
+    return dict(zip(digests, (classes[n] for n in numbers.tolist()), strict=True))
 
 
 def from_payload(payload: object, path: Path) -> SpamFilter:
@@ -69,10 +122,15 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
         )
     try:
         model = NaiveBayes.from_state(payload["model"])
-        vocabulary = Vocabulary(payload["vocabulary"])
+        if version >= 2:
+            tokens = unpack_strings(payload["vocabulary"], "vocabulary")
+            trained = _unpack_trained(payload["trained"], model.classes)
+        else:
+            tokens, trained = payload["vocabulary"], payload.get("trained", {})
+        vocabulary = Vocabulary.from_tokens(tokens) if isinstance(tokens, list) else Vocabulary()
         settings = TokenizerSettings.from_dict(payload["tokenizer"])
         calibration = Calibration.from_dict(payload.get("calibration", {}))
-        _check_consistent(model, vocabulary, payload["vocabulary"], settings)
+        _check_consistent(model, vocabulary, tokens, settings)
         _check_calibration(calibration)
         return SpamFilter(
             model=model,
@@ -82,7 +140,7 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
             updated=str(payload["updated"]),
             written_by=str(payload["spamnb_version"]),
             calibration=calibration,
-            trained=_checked_trained(payload.get("trained", {}), model.classes),
+            trained=_checked_trained(trained, model.classes),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         detail = " ".join(str(exc).split())[:200]
@@ -111,6 +169,7 @@ def _check_consistent(
     """Refuse a payload whose parts disagree, before it can fail later in scoring."""
     n_classes, n_features = len(model.classes), len(vocabulary)
     if not isinstance(tokens, list) or len(tokens) != n_features:
+        # Vocabulary.from_tokens drops repeats, so a repeated token shows here too.
         raise ValueError("vocabulary has repeated or missing tokens")
     if not all(isinstance(t, str) for t in tokens):
         raise ValueError("vocabulary holds non-text tokens")

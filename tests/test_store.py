@@ -129,7 +129,7 @@ def test_newer_format_is_refused_with_upgrade_advice(tmp_path, trained):
 def test_damaged_payload_is_refused(tmp_path, trained):
     path = tmp_path / "model.joblib"
     payload = to_payload(trained)
-    payload["vocabulary"] = payload["vocabulary"][:-1]
+    payload["vocabulary"]["count"] -= 1
     joblib.dump(payload, path)
     with pytest.raises(ModelFileError, match="damaged"):
         load(path)
@@ -203,3 +203,44 @@ def test_calibration_round_trip(tmp_path, trained):
     path = tmp_path / "model.joblib"
     save(trained, path)
     assert load(path).calibration == trained.calibration
+
+
+def test_version_1_files_still_load(tmp_path, trained):
+    """Before format 2 the vocabulary and the trained digests were plain lists and dicts."""
+    path = tmp_path / "model.joblib"
+    payload = to_payload(trained)
+    payload["format_version"] = 1
+    payload["vocabulary"] = list(trained.vocabulary.tokens)
+    payload["trained"] = dict(trained.trained)
+    joblib.dump(payload, path)
+    loaded = load(path)
+    assert loaded.vocabulary.tokens == trained.vocabulary.tokens
+    assert loaded.vocabulary.index == trained.vocabulary.index
+    assert loaded.trained == trained.trained
+
+
+def test_packed_strings_survive_any_text():
+    from spamnb.store import pack_strings, unpack_strings
+
+    for strings in (
+        [],
+        [""],
+        ["a", "", "b"],
+        ["line\nbreak", "nul\x00", "plain"],
+        ["line\nbreak", "nul\x00", "unit\x1fsep"],
+        ["surrogate \udcff", "é"],
+    ):
+        assert unpack_strings(pack_strings(strings), "test") == strings
+
+
+def test_repeated_tokens_are_refused(tmp_path, trained):
+    from spamnb.store import pack_strings
+
+    path = tmp_path / "model.joblib"
+    payload = to_payload(trained)
+    tokens = list(trained.vocabulary.tokens)
+    tokens[-1] = tokens[0]
+    payload["vocabulary"] = pack_strings(tokens)
+    joblib.dump(payload, path)
+    with pytest.raises(ModelFileError, match="damaged"):
+        load(path)
