@@ -13,7 +13,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import rankdata
 
 __all__ = [
     "calibration",
@@ -273,6 +272,10 @@ def roc_auc(is_positive: np.ndarray, scores: np.ndarray) -> float:
     n_neg = len(pos) - n_pos
     if n_pos == 0 or n_neg == 0:
         return float("nan")
+    # scipy.stats takes most of a second to import: training, which never ranks,
+    # must not pay for it in every worker process.
+    from scipy.stats import rankdata
+
     rank_sum = float(rankdata(s)[pos].sum())
     u = rank_sum - n_pos * (n_pos + 1) / 2.0
     return u / (n_pos * n_neg)

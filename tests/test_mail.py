@@ -718,3 +718,35 @@ def test_spamassassin_corpus(tmp_path: Path) -> None:
         files = sorted(p for p in (root / folder).iterdir())
         assert detect_format(files[0]) == "file"
     assert elapsed < 5, f"reading 3,000 corpus files took {elapsed:.2f}s"
+
+
+# The fast Message-ID reader must agree with the email package's parser on anything.
+_HEADER_PIECES = st.sampled_from(
+    [
+        b"Message-ID: <a@b>\n",
+        b"message-id:  <x y>  \r\n",
+        b"MESSAGE-ID:\n",
+        b"Message-ID: <folded@\n host>\n",
+        b"Message-Id: <\xff8bit@x>\n",
+        b"From sender Mon Jan  1 00:00:00 2001\n",
+        b"Subject: hi\n",
+        b"X-Message-ID: <not@this>\n",
+        b"no colon here\n",
+        b" continued\n",
+        b"\tcontinued\n",
+        b"\r",
+        b"\n",
+        b"Bad Name: x\n",
+        b":\n",
+        b"Message-ID: <second@one>\n",
+        b"body\n",
+    ]
+)
+
+
+@given(st.lists(_HEADER_PIECES, max_size=12), st.binary(max_size=8))
+def test_fast_message_id_agrees_with_the_parser(pieces, noise):
+    from spamnb.mail import header_value
+
+    data = b"".join(pieces) + noise
+    assert message_id(data) == header_value(data, "Message-ID")
