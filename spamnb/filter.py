@@ -252,10 +252,8 @@ class SpamFilter:
         lengths = self.model.evidence_lengths(X)
         label_array = np.asarray(labels, dtype=object)
         for _train, held_out in stratified_folds(labels, folds, seed=0):
-            without = self.model.copy()
-            without.add_counts(X[held_out], list(label_array[held_out]), sign=-1)
-            jll = without.joint_log_likelihood(X[held_out])
-            log_odds[held_out] = without.log_odds_from_jll(jll, positive)
+            jll = self.model.held_out_log_likelihood(X[held_out], list(label_array[held_out]))
+            log_odds[held_out] = self.model.log_odds_from_jll(jll, positive)
         is_spam = label_array == positive
         slope, intercept = fit_platt(normalised(log_odds, lengths, LENGTH_EXPONENT), is_spam)
         fitted = Calibration(

@@ -247,7 +247,7 @@ def save(spam_filter: SpamFilter, path: Path) -> int:
     """
     import joblib
 
-    from .table import encode_table, table_arrays
+    from .table import table_arrays, table_prefix
 
     path = Path(os.path.realpath(path))
     try:
@@ -261,8 +261,9 @@ def save(spam_filter: SpamFilter, path: Path) -> int:
     if table is None:
         table_file.unlink(missing_ok=True)
     else:
-        encoded = encode_table(*table)
-        _write_atomically(table_file, lambda stream: stream.write(encoded), mode)
+        header, body = table
+        prefix = table_prefix(header)
+        _write_atomically(table_file, lambda stream: stream.writelines((prefix, body)), mode)
     return path.stat().st_size
 
 

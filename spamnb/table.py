@@ -95,7 +95,16 @@ def table_arrays(
     if not (np.isfinite(weights).all() and np.isfinite(constant).all()):
         return None
     tokens = spam_filter.vocabulary.tokens
-    hashes = token_hashes([tokens[c] for c in columns])
+    # In slices, so that the digests' bytes objects (about 50 bytes a token) never
+    # exist for the whole vocabulary at once.
+    step = 1 << 16
+    hashes = np.concatenate(
+        [
+            token_hashes([tokens[c] for c in columns[i : i + step]])
+            for i in range(0, len(columns), step)
+        ]
+        or [np.zeros(0, "<u8")]
+    )
     # Sort by hash; the rare colliding tokens share one entry with summed weights.
     unique, inverse = np.unique(hashes, return_inverse=True)
     summed = np.zeros((len(unique), len(model.classes)), "<f8")
@@ -110,13 +119,18 @@ def table_arrays(
         "entries": len(unique),
         "model": model_identity(model_status) if model_status is not None else None,
     }
-    return header, unique.astype("<u8").tobytes() + summed.tobytes()
+    return header, b"".join((unique.astype("<u8").data, summed.data))
 
 
 def encode_table(header: dict[str, Any], body: bytes) -> bytes:
+    return table_prefix(header) + body
+
+
+def table_prefix(header: dict[str, Any]) -> bytes:
+    """What precedes the arrays in a table file (written apart, to copy no array)."""
     text = json.dumps(header).encode("utf-8")
     text += b" " * (-(len(MAGIC) + 8 + len(text)) % 8)  # keep the arrays 8-byte aligned
-    return MAGIC + len(text).to_bytes(8, "little") + text + body
+    return MAGIC + len(text).to_bytes(8, "little") + text
 
 
 class ScoringTable:

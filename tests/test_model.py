@@ -286,3 +286,25 @@ def test_taking_counts_back_scores_as_if_never_trained(event_model):
         assert model.predict_log_proba(vector(vocabulary, text)) == pytest.approx(
             never.predict_log_proba(vector(never_vocabulary, text))
         )
+
+
+@pytest.mark.parametrize("event_model", ["multinomial", "boolean", "bernoulli"])
+@pytest.mark.parametrize("min_count", [1, 2, 3])
+@pytest.mark.parametrize("alpha", [1.0, 0.01])
+def test_held_out_scores_equal_those_of_a_copy_without_the_messages(event_model, min_count, alpha):
+    rng = np.random.default_rng(min_count)
+    X = sp.csr_matrix(rng.poisson(0.3, size=(90, 70)).astype(float))
+    labels = [("spam", "ham", "other")[i % 3] for i in range(90)]
+    model = NaiveBayes(event_model=event_model, alpha=alpha, min_count=min_count)
+    model.add_counts(X, labels)
+    # A fold of mixed classes, and one that takes a whole class away.
+    for rows in (np.arange(0, 90, 4), np.arange(2, 90, 3)):
+        fold = X[rows]
+        fold_labels = [labels[i] for i in rows]
+        without = model.copy()
+        without.add_counts(fold, fold_labels, sign=-1)
+        expected = without.joint_log_likelihood(fold)
+        got = model.held_out_log_likelihood(fold, fold_labels)
+        np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+    # The model itself is untouched.
+    assert model.class_counts.sum() == 90
