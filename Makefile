@@ -27,9 +27,17 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest
 
-# Speed against peers measured in the same run (prints ratios; see bench/).
+# Speed and memory against bogofilter and scikit-learn, measured in the same run on the
+# same split (train time, classify rate, pipe latency, peak RSS as ratios spamnb/peer;
+# installs the peers itself; a few minutes; see bench/speed.py and docs/benchmarks.md).
 bench: $(STAMP)
-	$(BIN)/python bench/pipe_latency.py
+	$(BIN)/python bench/speed.py
+
+# Training time and peak RSS at 25k, 50k and 100k generated messages (about 10 minutes,
+# 0.6 GB of temporary files; see bench/scale.py and docs/benchmarks.md).
+.PHONY: bench-scale
+bench-scale: $(STAMP)
+	$(BIN)/python bench/scale.py
 
 # Accuracy against bogofilter, CRM114, SpamAssassin Bayes and scikit-learn on the same
 # splits of the public corpora (installs the peers from Debian's packages; see bench/).
