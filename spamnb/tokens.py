@@ -1,10 +1,18 @@
 """The tokens stage: one raw message (bytes) in, a list of string tokens out.
 
-The tokenizer is a pipeline of small generators, one per kind of evidence (header
+The tokenizer is a pipeline of small functions, one per kind of evidence (header
 fields, body words, URLs, text patterns), joined by :func:`tokenize`.  It is a pure
 function: no I/O, no global options; its settings travel in :class:`TokenizerSettings`,
 which the model file stores so that a model is always scored with the tokenizer that
 trained it.
+
+Training reads every message, so speed matters too.  The functions build lists rather
+than yield, and the parts of version 2 that cost most -- email.feedparser, html.parser,
+regexes that cannot skip ahead, a Python call per word -- are replaced by code that
+gives exactly the same tokens (checked message by message on the SpamAssassin and
+Enron1 corpora, and by fuzzing against the version 2 code).  On the SpamAssassin
+corpus (6,046 messages, one core) tokenizing went from 10.4 s to 4.0 s; the comments
+at each replacement give its share, in CPU seconds for that corpus.
 
 Mail is written by adversaries, so nothing here may raise: a part that cannot be
 parsed or decoded contributes what can be salvaged plus a token that says what went
@@ -15,12 +23,13 @@ from __future__ import annotations
 
 import codecs
 import email
+import email.errors
 import email.header
 import email.message
 import math
 import re
 from collections import namedtuple
-from collections.abc import Iterator
+from functools import lru_cache
 
 __all__ = ["DEFAULT_SETTINGS", "TOKENIZER_VERSION", "TokenizerSettings", "tokenize"]
 
@@ -75,15 +84,50 @@ class TokenizerSettings(_SettingsFields):
 DEFAULT_SETTINGS = TokenizerSettings()
 
 _WORD_EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>*_-=~|/\\#%&+"
-_URL_RE = re.compile(r"(?i)\b(?:https?|ftp)://([^\s/?#<>\"')\]]+)([^\s<>\"')\]]*)")
-_WWW_RE = re.compile(r"(?i)\bwww\.([a-z0-9-]+(?:\.[a-z0-9-]+)+)")
-_MONEY_RE = re.compile(
-    r"(?i)(?:[$€£¥]\s?\d[\d,]*(?:\.\d+)?)"
-    r"|(?:\b(?:usd|eur|gbp)\s?\d[\d,]*(?:\.\d+)?)"
-    r"|(?:\b\d[\d,]*(?:\.\d+)?\s?(?:usd|eur|gbp|dollars|euros|pounds)\b)"
+# The URL, www and money patterns match exactly what their plain forms in the comments
+# (version 2) match, but each starts with a set of characters instead of the assertion
+# \b, which lets the regex engine skip ahead to the few places where a match can begin
+# instead of trying the whole pattern at every character (URL 0.47 s -> 0.14 s, www
+# 0.38 s -> 0.13 s; money 1.05 s -> 0.56 s, and 0.16 s with _money_re).  "(?<!\w.)"
+# after the first character is the \b before it; under IGNORECASE the first letters
+# h, f, w, u, e and g match only themselves and their ASCII capitals.
+#   (?i)\b(?:https?|ftp)://([^\s/?#<>"')\]]+)([^\s<>"')\]]*)
+_URL_RE = re.compile(
+    r"""[hHfF](?<!\w.)(?:(?<=[hH])(?i:ttps?)|(?<=[fF])(?i:tp))://"""
+    r"""(?i:([^\s/?#<>"')\]]+)([^\s<>"')\]]*))"""
 )
-_HOST_RE = re.compile(r"(?i)\b[a-z0-9](?:[a-z0-9-]{0,62}\.)+[a-z]{2,24}\b")
-_IPV4_RE = re.compile(r"\b(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\b")
+#   (?i)\bwww\.([a-z0-9-]+(?:\.[a-z0-9-]+)+)
+_WWW_RE = re.compile(r"[wW](?<!\w.)(?i:ww\.([a-z0-9-]+(?:\.[a-z0-9-]+)+))")
+#   (?i)(?:[$€£¥]\s?\d[\d,]*(?:\.\d+)?)
+#      |(?:\b(?:usd|eur|gbp)\s?\d[\d,]*(?:\.\d+)?)
+#      |(?:\b\d[\d,]*(?:\.\d+)?\s?(?:usd|eur|gbp|dollars|euros|pounds)\b)
+# _money_re picks the cheapest of three versions, by which currency words occur.
+_AMOUNT = r"[\d,]*(?:\.\d+)?"
+_SYMBOL_MONEY = rf"(?<=[$€£¥])\s?\d{_AMOUNT}"
+_CODE_MONEY = (
+    rf"(?<=[uU])(?<!\w.)(?i:sd)\s?\d{_AMOUNT}"
+    rf"|(?<=[eE])(?<!\w.)(?i:ur)\s?\d{_AMOUNT}"
+    rf"|(?<=[gG])(?<!\w.)(?i:bp)\s?\d{_AMOUNT}"
+)
+_AMOUNT_WORD_MONEY = rf"(?<=\d)(?<!\w.){_AMOUNT}\s?(?i:usd|eur|gbp|dollars|euros|pounds)\b"
+_MONEY_RE = re.compile(rf"[$€£¥uUeEgG\d](?:{_SYMBOL_MONEY}|{_CODE_MONEY}|{_AMOUNT_WORD_MONEY})")
+_MONEY_WITHOUT_CODES_RE = re.compile(rf"[$€£¥\d](?:{_SYMBOL_MONEY}|{_AMOUNT_WORD_MONEY})")
+_SYMBOL_MONEY_RE = re.compile(rf"[$€£¥]\s?\d{_AMOUNT}")
+_NOT_AMOUNT_RE = re.compile(r"[^\d.]")
+# Rewritten like the URL pattern above; [a-z0-9] under IGNORECASE also matches
+# U+0130, U+0131, U+017F and U+212A (dotted and dotless i, long s, Kelvin sign).
+#   (?i)\b[a-z0-9](?:[a-z0-9-]{0,62}\.)+[a-z]{2,24}\b
+_HOST_RE = re.compile(
+    r"[a-zA-Z0-9\u0130\u0131\u017f\u212a](?<!\w.)(?i:(?:[a-z0-9-]{0,62}\.)+[a-z]{2,24}\b)"
+)
+#   \b(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\b
+_IPV4_RE = re.compile(r"(\d(?<!\w.)\d{0,2})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\b")
+# On ASCII text the same patterns with ASCII classes match the same, a third faster;
+# the host one also drops IGNORECASE, so it is only for folded (lower-case) text.
+# Giving back a label's letters cannot make them followed by its dot, so they are
+# taken possessively.
+_IPV4_ASCII_RE = re.compile(_IPV4_RE.pattern, re.ASCII)
+_FOLDED_HOST_ASCII_RE = re.compile(r"[a-z0-9](?<!\w.)(?:[a-z0-9-]{0,62}\.)+[a-z]{2,24}\b", re.ASCII)
 _ADDRESS_RE = re.compile(r"([a-z0-9._%+=-]+)@([a-z0-9.-]+\.[a-z]{2,24})", re.IGNORECASE)
 _SPACE_RE = re.compile(r"\s+")
 
@@ -100,51 +144,168 @@ _SPACE_RE = re.compile(r"\s+")
 _MAX_PUNCTUATION_RUN = 4
 
 
-def _words(text: str, settings: TokenizerSettings, prefix: str = "") -> Iterator[str]:
+_Split = tuple[list[str], list[str], str, bool]
+
+
+def _split_words(text: str) -> _Split:
+    """The whitespace-separated pieces of text; each with its edge punctuation
+    stripped; those stripped words case folded, joined by single spaces; and whether
+    every character folded to exactly one."""
+    raws = text.split()
+    words = [raw.strip(_WORD_EDGE_PUNCTUATION) for raw in raws]
+    # Casefolding works character by character and never makes or removes a space
+    # (checked over all of Unicode), so the folded words are this joined string split
+    # at its spaces: one call for the text instead of one per word.  The words are
+    # split once for _words, _text_patterns and _plain_urls (version 2: twice).
+    joined = " ".join(words)
+    folded = joined.casefold()
+    return raws, words, folded, len(folded) == len(joined)
+
+
+def _words(
+    text: str,
+    settings: TokenizerSettings,
+    prefix: str = "",
+    split: _Split | None = None,
+) -> list[str]:
     """Whitespace-split words, edge punctuation stripped, case folded.
 
     Splitting on whitespace keeps in-word punctuation ("v1agra", "$99.95", "e-mail"),
     which SpamBayes found more telling than splitting on every non-letter.
+    ``split`` is ``_split_words(text)`` if the caller has it.
+    """
+    raws, words, folded, same_lengths = split or _split_words(text)
+    if not raws:
+        return []
+    if same_lengths and settings.word_pairs:
+        tokens = _paired_words(raws, folded.split(" "), settings)
+    else:
+        tokens = _any_words(raws, words, folded.split(" "), settings)
+    return [prefix + token for token in tokens] if prefix else tokens
+
+
+def _paired_words(raws: list[str], words: list[str], settings: TokenizerSettings) -> list[str]:
+    """_words with pairs, of words whose folding kept their lengths (nearly all text).
+
+    The hot loop of the tokenizer: the common case (a word of allowed length after
+    the first) comes first and needs no test for a previous word, which made it 15%
+    faster than _any_words.
     """
     shortest, longest = settings.min_word_length, settings.max_word_length
-    pairs = settings.word_pairs
+    tokens: list[str] = []
+    append = tokens.append
+    words_of = zip(raws, words, strict=True)
     previous = None
-    for raw in text.split():
-        word = raw.strip(_WORD_EDGE_PUNCTUATION)
+    for raw, word in words_of:
         n = len(word)
         if n < shortest:
             if not word and len(raw) <= _MAX_PUNCTUATION_RUN:
-                yield f"{prefix}punct:{raw}"
+                append("punct:" + raw)
             continue
-        word = word.casefold()
         if n > longest:
             word = f"skip:{word[0]} {n // 10 * 10}"
-        yield prefix + word
-        if pairs:
+        append(word)
+        previous = word
+        break
+    if previous is None:
+        return tokens
+    for raw, word in words_of:
+        n = len(word)
+        if shortest <= n <= longest:
+            append(word)
             # A space cannot occur inside a word, so a pair never equals a word.
-            if previous is not None:
-                yield f"{prefix}{previous} {word}"
+            append(f"{previous} {word}")
             previous = word
+        elif n < shortest:
+            if not word and len(raw) <= _MAX_PUNCTUATION_RUN:
+                append("punct:" + raw)
+        else:
+            word = f"skip:{word[0]} {n // 10 * 10}"
+            append(word)
+            append(f"{previous} {word}")
+            previous = word
+    return tokens
 
 
-def _text_patterns(text: str) -> Iterator[str]:
+def _any_words(
+    raws: list[str], words: list[str], folded_words: list[str], settings: TokenizerSettings
+) -> list[str]:
+    """_words in general: a word's length is that of its unfolded form (casefolding
+    makes "ß" "ss"), and pairs may be switched off."""
+    shortest, longest = settings.min_word_length, settings.max_word_length
+    pairs = settings.word_pairs
+    tokens: list[str] = []
+    append = tokens.append
+    previous = None
+    for raw, word, folded_word in zip(raws, words, folded_words, strict=True):
+        n = len(word)
+        if n < shortest:
+            if not word and len(raw) <= _MAX_PUNCTUATION_RUN:
+                append("punct:" + raw)
+            continue
+        word = folded_word
+        if n > longest:
+            word = f"skip:{word[0]} {n // 10 * 10}"
+        append(word)
+        if pairs:
+            if previous is not None:
+                append(f"{previous} {word}")
+            previous = word
+    return tokens
+
+
+def _money_re(text: str, folded: str) -> re.Pattern[str] | None:
+    """The money pattern without the alternatives that cannot match in text.
+
+    ``folded`` is the text's words, edge punctuation stripped, case folded, joined by
+    single spaces.  An amount after a currency code needs "usd", "eur" or "gbp"
+    followed by a digit or a space and a digit there (under IGNORECASE those letters
+    match only their own capitals, and U+017F (long s) as s, which folds to s; a code followed
+    by one blank and a digit ends a word, the digit starts the next).  An amount
+    with a currency word needs the word; any other amount a currency sign.  Most
+    text has none of them, and "e", "u" and "g", which can begin a code, are so
+    common that the full pattern is five times slower than the others.
+    """
+    if "usd" in folded or "eur" in folded or "gbp" in folded:
+        if _CODE_AMOUNT_HINT_RE.search(folded):
+            return _MONEY_RE
+        return _MONEY_WITHOUT_CODES_RE
+    if "dollars" in folded or "pounds" in folded:
+        return _MONEY_WITHOUT_CODES_RE
+    if "$" in text or "€" in text or "£" in text or "¥" in text:
+        return _SYMBOL_MONEY_RE
+    return None
+
+
+_CODE_AMOUNT_HINT_RE = re.compile(r"(?:usd|eur|gbp) ?\d")
+
+
+def _text_patterns(text: str, split: _Split | None = None) -> list[str]:
     """Features of how the text is written rather than which words it uses."""
-    for match in _MONEY_RE.finditer(text):
-        whole = re.sub(r"[^\d.]", "", match.group(0)).split(".")[0].lstrip("0")
-        # Magnitude, not value: "$1,000,000" and "$2,500,000" are the same promise.
-        yield f"money:1e{min(len(whole), 13) - 1}" if whole else "money:0"
-    letters = upper = 0
-    for raw in text.split():
-        word = raw.strip(_WORD_EDGE_PUNCTUATION)
-        if len(word) >= 3 and word.isalpha():
-            letters += len(word)
-            if word.isupper():
-                upper += len(word)
-                yield "caps:" + word.casefold()
+    _raws, words, folded, _same_lengths = split or _split_words(text)
+    tokens = []
+    money = _money_re(text, folded)
+    if money is not None:
+        for amount in money.findall(text):
+            whole = _NOT_AMOUNT_RE.sub("", amount).split(".")[0].lstrip("0")
+            # Magnitude, not value: "$1,000,000" and "$2,500,000" are the same promise.
+            tokens.append(f"money:1e{min(len(whole), 13) - 1}" if whole else "money:0")
+    alpha = [word for word in filter(str.isalpha, words) if len(word) >= 3]
+    shouted = list(filter(str.isupper, alpha))
+    tokens += ["caps:" + word.casefold() for word in shouted]
+    letters = sum(map(len, alpha))
     if letters >= 40:
         # Shouting is spam's register, but one acronym is not shouting: bucket the
         # share of capitalised letters in tenths, over texts long enough to judge.
-        yield f"capsratio:{min(9, int(10 * upper / letters))}"
+        upper = sum(map(len, shouted))
+        tokens.append(f"capsratio:{min(9, int(10 * upper / letters))}")
+    return tokens
+
+
+def _text_tokens(text: str, settings: TokenizerSettings) -> list[str]:
+    """The words of a text, then its patterns."""
+    split = _split_words(text)
+    return _words(text, settings, split=split) + _text_patterns(text, split)
 
 
 # A host yields itself and its parent domains; only the last few labels are kept, so
@@ -152,100 +313,365 @@ def _text_patterns(text: str) -> Iterator[str]:
 _MAX_HOST_LABELS = 5
 
 
-def _domain_suffixes(host: str) -> Iterator[str]:
+# Hosts repeat within and across messages (relays, link domains), so their tokens
+# are cached: 0.15 s.
+@lru_cache(maxsize=4096)
+def _domain_suffixes(host: str) -> tuple[str, ...]:
     """A host and its parent domains down to two labels: a.b.example.com -> ..., example.com."""
     labels = host.strip(".").casefold().split(".")[-_MAX_HOST_LABELS:]
-    for i in range(max(1, len(labels) - 1)):
-        yield ".".join(labels[i:])
+    return tuple(".".join(labels[i:]) for i in range(max(1, len(labels) - 1)))
 
 
-def _url_tokens(host: str, path: str) -> Iterator[str]:
-    host = host.rsplit("@", 1)[-1].split(":", 1)[0]
-    if not host:
-        return
+@lru_cache(maxsize=4096)
+def _url_host_tokens(host: str) -> tuple[str, ...]:
     if _IPV4_RE.fullmatch(host):
         # Spam links to bare IP addresses to dodge domain blocklists.
-        yield "url:ip"
-    else:
-        for suffix in _domain_suffixes(host):
-            yield "url:" + suffix
-    for piece in re.split(r"[/?&=.#_-]+", path.casefold()):
-        if 3 <= len(piece) <= 20:
-            yield "urlpath:" + piece
+        return ("url:ip",)
+    return tuple(["url:" + suffix for suffix in _domain_suffixes(host)])
 
 
-def _plain_urls(text: str) -> Iterator[str]:
-    for match in _URL_RE.finditer(text):
-        yield from _url_tokens(match.group(1), match.group(2))
-    for match in _WWW_RE.finditer(text):
-        yield from _url_tokens("www." + match.group(1), "")
+_URL_PATH_SEPARATORS_RE = re.compile(r"[/?&=.#_-]+")
+
+
+# The same links recur within a message and across a list's messages.
+@lru_cache(maxsize=4096)
+def _url_tokens(host: str, path: str) -> tuple[str, ...]:
+    host = host.rsplit("@", 1)[-1].split(":", 1)[0]
+    if not host:
+        return ()
+    if not path:
+        return _url_host_tokens(host)
+    return _url_host_tokens(host) + tuple(
+        [
+            "urlpath:" + piece
+            for piece in _URL_PATH_SEPARATORS_RE.split(path.casefold())
+            if 3 <= len(piece) <= 20
+        ]
+    )
+
+
+def _plain_urls(text: str, folded: str, tokens: list[str]) -> None:
+    """Tokens of the links written out in text (``folded`` as for _money_re)."""
+    # Every URL has "://", every www link "www." (w matches only w and W under
+    # IGNORECASE): texts without them need no scan.
+    if "://" in text:
+        for host, path in _URL_RE.findall(text):
+            tokens += _url_tokens(host, path)
+    if "www." in folded:
+        for host in _WWW_RE.findall(text):
+            tokens += _url_tokens("www." + host, "")
 
 
 # ---------------------------------------------------------------------------
 # HTML
 # ---------------------------------------------------------------------------
+#
+# The visible text of an HTML part and the hosts of its links.  Tags never become
+# words ("font", "td", "nbsp" would otherwise dominate every HTML message); only what
+# a reader sees, plus what a link points to, counts.
+#
+# Tokenizer version 2 read HTML with html.parser.HTMLParser (Python 3.11).  This is a
+# scanner of its own that reproduces that parser's results exactly -- the same text
+# chunks (joined by spaces), the same links and the same tag count, quirks included:
+# unclosed comments and tags pass on as text, script and style swallow everything up
+# to their end tag (or the rest of the part), a malformed marked section ("<![x")
+# stops the part with "html:broken".  One regex splits the markup into text runs and
+# the tags of the common, well-formed shapes; anything else at a "<" goes through
+# _html_slow_step, a transcription of the parser's rules for that construct.  It was
+# checked against HTMLParser on every HTML part of the SpamAssassin and Enron1
+# corpora and on 300,000 fuzzed documents.  Besides speed it keeps the tokens stable
+# when later Pythons change html.parser's handling of broken markup.
+# Speed: 1.87 s -> 0.47 s for the 1,210 HTML parts of the SpamAssassin corpus (a text
+# run or a simple tag costs one regex step and a few operations instead of
+# HTMLParser's dozen method calls and regexes per tag).
+
+_INVISIBLE_TAGS = frozenset({"script", "style", "head", "title"})
+_BREAK_TAGS = frozenset({"p", "br", "div", "tr", "td", "li", "table", "h1", "h2", "h3"})
+_SPECIAL_TAGS = _INVISIBLE_TAGS | _BREAK_TAGS
+_LINK_ATTRIBUTES = frozenset({"href", "src", "action", "background"})
+
+# The simple shapes: tags whose attributes are separated by ASCII blanks, with names
+# free of quotes, "<" and "=", and values quoted or bare (not starting with a quote
+# or "=").  For these html.parser's tolerant patterns below find exactly the same
+# name, attributes and end.  Neither a tag name nor a bare value may run into a "<":
+# markup like "<a b=c<a b=c<..." would otherwise make each "<" scan to the end of
+# the part and back (html.parser scans it once, but Python 3.10 has no possessive
+# quantifiers to stop the backtracking).
+_BLANK = r"[\t\n\r\f ]"
+_SIMPLE_NAME = r"""[^\s/>="'<][^\s/=>"'<]*"""
+_SIMPLE_VALUE = r"""(?:"[^"]*"|'[^']*'|[^\s>"'=<][^\s><]*)"""
+_HTML_TOKEN_RE = re.compile(
+    rf"""([^<]+)                                            # 1 text
+    |<([a-zA-Z][^\t\n\r\f />\x00<]*)                         # 2 start tag: name,
+      ((?:{_BLANK}+{_SIMPLE_NAME}(?:{_BLANK}*={_BLANK}*{_SIMPLE_VALUE})?)*)  # 3 attributes,
+      {_BLANK}*(/?)>                                        # 4 self-closing slash
+    |</\s*([a-zA-Z][-.a-zA-Z0-9:_]*)\s*>                    # 5 end tag
+    |(<)(?![a-zA-Z/!?])                                      # 6 a "<" that is just text
+    |(<)                                                     # 7 anything else""",
+    re.VERBOSE,
+)
+_SIMPLE_ATTRIBUTES_RE = re.compile(
+    rf"{_BLANK}+({_SIMPLE_NAME})(?:{_BLANK}*={_BLANK}*({_SIMPLE_VALUE}))?"
+)
+_CDATA_END_RES = {
+    "script": re.compile(r"</\s*script\s*>", re.IGNORECASE),
+    "style": re.compile(r"</\s*style\s*>", re.IGNORECASE),
+}
+
+# html.parser's own tolerant grammar (Python 3.11), for the constructs above that are
+# not simple.
+_START_TAG_EXTENT_RE = re.compile(
+    r"""<[a-zA-Z][^\t\n\r\f />\x00]*
+    (?:[\s/]*
+      (?:(?<=['"\s/])[^\s/>][^\s/=>]*
+        (?:\s*=+\s*(?:'[^']*'|"[^"]*"|(?!['"])[^>\s]*)\s*)?
+        (?:\s|/(?!>))*
+      )*
+    )?
+    \s*""",
+    re.VERBOSE,
+)
+_TAG_NAME_RE = re.compile(r"([a-zA-Z][^\t\n\r\f />\x00]*)(?:\s|/(?!>))*")
+_ATTRIBUTE_RE = re.compile(
+    r"""((?<=['"\s/])[^\s/>][^\s/=>]*)
+    (\s*=+\s*('[^']*'|"[^"]*"|(?!['"])[^>\s]*))?
+    (?:\s|/(?!>))*""",
+    re.VERBOSE,
+)
+_COMMENT_END_RE = re.compile(r"--\s*>")
+_DECLARATION_NAME_RE = re.compile(r"[a-zA-Z][-_.a-zA-Z0-9]*\s*")
+_MARKED_SECTION_END_RE = re.compile(r"]\s*]\s*>")
+_MS_MARKED_SECTION_END_RE = re.compile(r"]\s*>")
+_ASCII_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
-_html_parser_class = None
+class _BrokenHtml(Exception):
+    """Markup on which html.parser gives up (it raised AssertionError)."""
 
 
-def _html_parser() -> object:
-    """A parser for one HTML part (html.parser is imported only when mail has HTML)."""
-    global _html_parser_class
-    if _html_parser_class is None:
-        from html.parser import HTMLParser
-
-        class _HtmlText(HTMLParser):
-            """Collects the visible text of an HTML part and the hosts of its links.
-
-            Tags never become words ("font", "td", "nbsp" would otherwise dominate every HTML
-            message); only what a reader sees, plus what a link points to, counts.
-            """
-
-            _INVISIBLE = frozenset({"script", "style", "head", "title"})
-            _BREAKS = frozenset({"p", "br", "div", "tr", "td", "li", "table", "h1", "h2", "h3"})
-
-            def __init__(self) -> None:
-                super().__init__(convert_charrefs=True)
-                self.chunks: list[str] = []
-                self.links: list[tuple[str, str]] = []
-                self.tags = 0
-                self._hidden_depth = 0
-
-            def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-                self.tags += 1
-                if tag in self._INVISIBLE:
-                    self._hidden_depth += 1
-                if tag in self._BREAKS:
-                    self.chunks.append(" ")
-                for name, value in attrs:
-                    if value and name in ("href", "src", "action", "background"):
-                        match = _URL_RE.search(value)
-                        if match:
-                            self.links.append((match.group(1), match.group(2)))
-
-            def handle_endtag(self, tag: str) -> None:
-                if tag in self._INVISIBLE and self._hidden_depth:
-                    self._hidden_depth -= 1
-                if tag in self._BREAKS:
-                    self.chunks.append(" ")
-
-            def handle_data(self, data: str) -> None:
-                if not self._hidden_depth:
-                    self.chunks.append(data)
-
-        _html_parser_class = _HtmlText
-    return _html_parser_class()
+_unescape = None
 
 
 def _html_to_text(markup: str) -> tuple[str, list[tuple[str, str]], int]:
-    parser = _html_parser()
+    """The visible text of an HTML part, its links (host, path) and its number of tags."""
+    global _unescape
+    if _unescape is None:
+        # html (for its entity table) is imported only when mail has HTML.
+        from html import unescape as _unescape
+    unescape = _unescape
+    chunks: list[str] = []
+    append = chunks.append
+    links: list[tuple[str, str]] = []
+    tags = hidden = pos = 0
+    n = len(markup)
+    absent = [n + 1, n + 1]  # where no ">", no comment end follows (as far as known)
+    scan = _HTML_TOKEN_RE.finditer
     try:
-        parser.feed(markup)
-        parser.close()
-    except Exception:  # noqa: BLE001 - hostile markup must not stop tokenizing
-        parser.chunks.append(" html:broken ")
-    return " ".join(parser.chunks), parser.links, parser.tags
+        while pos < n:
+            for m in scan(markup, pos):
+                kind = m.lastindex
+                if kind == 1:
+                    if not hidden:
+                        text = m[1]
+                        append(unescape(text) if "&" in text else text)
+                elif kind == 4:
+                    tags += 1
+                    attributes = m[3]
+                    if attributes and _may_link(attributes):
+                        _collect_links(_SIMPLE_ATTRIBUTES_RE.findall(attributes), links)
+                    tag = m[2].lower()
+                    if tag in _SPECIAL_TAGS:
+                        if tag in _BREAK_TAGS:
+                            append(" ")
+                            if m[4]:
+                                append(" ")
+                        elif not m[4]:
+                            if tag in _CDATA_END_RES:
+                                # Script and style: nothing counts until the end tag.
+                                end = _CDATA_END_RES[tag].search(markup, m.end())
+                                if not end:
+                                    return " ".join(chunks), links, tags
+                                pos = end.end()
+                                break
+                            hidden += 1
+                elif kind == 5:
+                    tag = m[5].lower()
+                    if tag in _SPECIAL_TAGS:
+                        if tag in _BREAK_TAGS:
+                            append(" ")
+                        elif hidden:
+                            hidden -= 1
+                elif kind == 6:
+                    if not hidden:
+                        append("<")
+                else:
+                    pos, tags, hidden = _html_slow_step(
+                        markup, m.start(), chunks, links, tags, hidden, absent
+                    )
+                    if pos < 0:
+                        return " ".join(chunks), links, tags
+                    break
+            else:
+                break
+    except _BrokenHtml:
+        append(" html:broken ")
+    return " ".join(chunks), links, tags
+
+
+def _may_link(attributes: str) -> bool:
+    """Whether a link attribute's name may be among the attributes: its lower() is
+    "href", "src", "action" or "background".  (Five times faster than a regex with
+    IGNORECASE, which cannot skip ahead.)"""
+    low = attributes.lower()
+    return "href" in low or "src" in low or "action" in low or "background" in low
+
+
+def _collect_links(attributes: list[tuple[str, str]], links: list[tuple[str, str]]) -> None:
+    """The links among a start tag's attributes (name, value as written, "" if none)."""
+    for name, value in attributes:
+        if value and name.lower() in _LINK_ATTRIBUTES:
+            if value[:1] == value[-1:] and value[:1] in ("'", '"'):
+                value = value[1:-1]
+            if value:
+                value = _unescape(value)
+            if value:
+                match = _URL_RE.search(value)
+                if match:
+                    links.append((match.group(1), match.group(2)))
+
+
+def _html_slow_step(
+    markup: str,
+    i: int,
+    chunks: list[str],
+    links: list[tuple[str, str]],
+    tags: int,
+    hidden: int,
+    absent: list[int],
+) -> tuple[int, int, int]:
+    """The construct at markup[i] == "<" as html.parser handles it; returns where it ends
+    (-1: the rest of the part is script or style), the tag count and the hiding depth.
+
+    ``absent`` holds the positions from which, as far as known, no ">" and no comment
+    end follow: html.parser searches the rest of the part again at each unfinished
+    construct, quadratic in a part made of them ("<!--x" 20,000 times).
+    """
+    append = chunks.append
+    following = markup[i + 1 : i + 2]
+    if following in _ASCII_LETTERS:
+        k = _start_tag_end(markup, i)
+        if k >= 0:
+            m = _TAG_NAME_RE.match(markup, i + 1)
+            tag = m.group(1).lower()
+            j = m.end()
+            attributes = []
+            while j < k:
+                m = _ATTRIBUTE_RE.match(markup, j)
+                if not m:
+                    break
+                name, rest, value = m.group(1, 2, 3)
+                attributes.append((name, value if rest else ""))
+                j = m.end()
+            rest = markup[j:k].strip()
+            if rest not in (">", "/>"):
+                # A start tag html.parser cannot take apart is text, as written.
+                if not hidden:
+                    append(markup[i:k])
+                return k, tags, hidden
+            tags += 1
+            if tag in _INVISIBLE_TAGS:
+                hidden += 1
+            if tag in _BREAK_TAGS:
+                append(" ")
+            _collect_links(attributes, links)
+            if rest == "/>":
+                if tag in _INVISIBLE_TAGS and hidden:
+                    hidden -= 1
+                if tag in _BREAK_TAGS:
+                    append(" ")
+            elif tag in _CDATA_END_RES:
+                m = _CDATA_END_RES[tag].search(markup, k)
+                if not m:
+                    return -1, tags, hidden
+                hidden -= 1
+                k = m.end()
+    elif following == "/":
+        k = _find_gt(markup, i + 1, absent)
+        if k >= 0:
+            k += 1
+            m = _TAG_NAME_RE.match(markup, i + 2)
+            if m:
+                tag = m.group(1).lower()
+                if tag in _INVISIBLE_TAGS and hidden:
+                    hidden -= 1
+                if tag in _BREAK_TAGS:
+                    append(" ")
+    elif markup.startswith("<!--", i):
+        m = _COMMENT_END_RE.search(markup, i + 4) if i + 4 < absent[1] else None
+        if m:
+            k = m.end()
+        else:
+            k = -1
+            absent[1] = min(absent[1], i + 4)
+    elif markup.startswith("<![", i):
+        k = _marked_section_end(markup, i)
+    else:  # "<!" or "<?": up to the next ">"
+        k = _find_gt(markup, i + 2, absent)
+        if k >= 0:
+            k += 1
+    if k < 0:
+        # An unfinished construct is text, up to the next ">" or "<".
+        k = _find_gt(markup, i + 1, absent)
+        if k < 0:
+            k = markup.find("<", i + 1)
+            if k < 0:
+                k = i + 1
+        else:
+            k += 1
+        if not hidden:
+            append(_unescape(markup[i:k]))
+    return k, tags, hidden
+
+
+def _find_gt(markup: str, start: int, absent: list[int]) -> int:
+    """markup.find(">", start), knowing from absent[0] on there is none."""
+    if start >= absent[0]:
+        return -1
+    k = markup.find(">", start)
+    if k < 0:
+        absent[0] = start
+    return k
+
+
+def _start_tag_end(markup: str, i: int) -> int:
+    """Where the start tag at i ends by html.parser's rules; -1 if it is unfinished."""
+    j = _START_TAG_EXTENT_RE.match(markup, i).end()
+    following = markup[j : j + 1]
+    if following == ">":
+        return j + 1
+    if following == "/":
+        return j + 2 if markup.startswith("/>", j) else -1
+    if not following or following == "=" or following in _ASCII_LETTERS:
+        return -1
+    return j
+
+
+def _marked_section_end(markup: str, i: int) -> int:
+    """Where the marked section ("<![CDATA[...]]>", "<![if ...]>") at i ends, or -1."""
+    n = len(markup)
+    m = _DECLARATION_NAME_RE.match(markup, i + 3)
+    if i + 3 == n or (m and m.end() == n):
+        return -1
+    if not m:
+        raise _BrokenHtml
+    name = m.group().strip().lower()
+    if name in ("temp", "cdata", "ignore", "include", "rcdata"):
+        m = _MARKED_SECTION_END_RE.search(markup, i + 3)
+    elif name in ("if", "else", "endif"):
+        m = _MS_MARKED_SECTION_END_RE.search(markup, i + 3)
+    else:
+        raise _BrokenHtml
+    return m.end() if m else -1
 
 
 # ---------------------------------------------------------------------------
@@ -308,68 +734,116 @@ _ADDRESS_FIELDS = ("from", "reply-to", "return-path", "sender")
 _RECIPIENT_FIELDS = ("to", "cc")
 
 
-def _address_tokens(field: str, text: str) -> Iterator[str]:
-    for user, domain in _ADDRESS_RE.findall(text):
+def _address_tokens(field: str, text: str, tokens: list[str]) -> None:
+    found = _ADDRESS_RE.findall(text)
+    for user, domain in found:
         domain = domain.casefold()
-        yield f"{field}:addr:{user.casefold()}@{domain}"
-        for suffix in _domain_suffixes(domain):
-            yield f"{field}:domain:{suffix}"
-    name = _ADDRESS_RE.sub(" ", text)
+        tokens.append(f"{field}:addr:{user.casefold()}@{domain}")
+        tokens += [f"{field}:domain:{suffix}" for suffix in _domain_suffixes(domain)]
+    name = _ADDRESS_RE.sub(" ", text) if found else text
     for word in name.replace('"', " ").split():
         word = word.strip("<>()',").casefold()
         if len(word) >= 2:
-            yield f"{field}:name:{word}"
-    if not _ADDRESS_RE.search(text):
-        yield f"{field}:no-address"
+            tokens.append(f"{field}:name:{word}")
+    if not found:
+        tokens.append(f"{field}:no-address")
 
 
-def _received_tokens(text: str) -> Iterator[str]:
+def _received_tokens(text: str, tokens: list[str]) -> None:
     """Hosts and IP prefixes of one Received line: where the mail really came from."""
     text = text.casefold()
-    for a, b, c, _d in _IPV4_RE.findall(text):
+    if text.isascii():
+        ipv4, hosts = _IPV4_ASCII_RE, _FOLDED_HOST_ASCII_RE
+    else:
+        ipv4, hosts = _IPV4_RE, _HOST_RE
+    # Addresses and hosts have dots and no blanks, so only the dotted words need
+    # scanning; joined by spaces they keep the boundaries (\b) the line gave them.
+    # (20% faster: a received line is mostly dates, ids and words.)
+    text = " ".join([word for word in text.split() if "." in word])
+    for a, b, c, _d in ipv4.findall(text):
         # Prefixes, because spam hops between addresses in the same provider's block.
-        yield f"received:{a}"
-        yield f"received:{a}.{b}"
-        yield f"received:{a}.{b}.{c}"
-    for match in _HOST_RE.finditer(text):
-        host = match.group(0)
-        if not _IPV4_RE.fullmatch(host):
-            for suffix in _domain_suffixes(host):
-                yield "received:" + suffix
+        tokens += (f"received:{a}", f"received:{a}.{b}", f"received:{a}.{b}.{c}")
+    # (A host ends in letters, so it is never an IPv4 address, which version 2
+    # tested for each.)
+    for host in hosts.findall(text):
+        tokens += _received_host_tokens(host)
 
 
-def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> Iterator[str]:
+@lru_cache(maxsize=4096)
+def _received_host_tokens(host: str) -> tuple[str, ...]:
+    return tuple(["received:" + suffix for suffix in _domain_suffixes(host)])
+
+
+# What _header_tokens reads of each field; other fields only count by name.
+_FIELD_KINDS = {
+    "received": 1,
+    "subject": 2,
+    **dict.fromkeys(_ADDRESS_FIELDS, 3),
+    **dict.fromkeys(_RECIPIENT_FIELDS, 4),
+    "x-mailer": 5,
+    "user-agent": 5,
+    "content-type": 6,
+    "message-id": 7,
+}
+
+
+def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> list[str]:
+    tokens: list[str] = []
+    append = tokens.append
     names = []
-    for name, value in msg.items():
-        field = name.strip().casefold()
+    fetch = msg.policy.header_fetch_parse
+    # raw_items() and header_fetch_parse are what items() is made of.  An ASCII value
+    # has no surrogates (non-ASCII bytes), so fetching returns it unchanged, and
+    # without an encoded word ("=?") it is its own text.  Other values are decoded
+    # whether used or not, as before, in case that raises.  Skipping both for the
+    # many fields that are only counted saved 0.4 s (all header tokens: 1.36 s ->
+    # 0.75 s).
+    for name, value in msg.raw_items():
+        field = _FIELD_NAMES.get(name)
+        if field is None:
+            field = _field_name(name)
         names.append(field)
-        text = _header_text(value)
-        if field == "subject":
-            yield from _words(text, settings, prefix="subject:")
-            yield from (f"subject:{t}" for t in _text_patterns(text))
-        elif field in _ADDRESS_FIELDS:
-            yield from _address_tokens(field, text)
-        elif field in _RECIPIENT_FIELDS:
-            count = len(_ADDRESS_RE.findall(text))
-            yield f"{field}:count:{min(count, 10)}"
-            for _user, domain in _ADDRESS_RE.findall(text):
-                yield f"{field}:domain:{domain.casefold()}"
-        elif field == "received":
-            yield from _received_tokens(text)
-        elif field in ("x-mailer", "user-agent"):
-            yield f"x-mailer:{_SPACE_RE.sub(' ', text.strip().casefold())[:40]}"
-        elif field == "content-type":
-            yield "content-type:" + msg.get_content_type()
-        elif field == "message-id":
+        if value.__class__ is str and value.isascii() and "=?" not in value:
+            text = value
+        else:
+            text = _header_text(fetch(name, value))
+        kind = _FIELD_KINDS.get(field)
+        if kind is None:
+            continue
+        if kind == 1:
+            _received_tokens(text, tokens)
+        elif kind == 2:
+            tokens += ["subject:" + token for token in _text_tokens(text, settings)]
+        elif kind == 3:
+            _address_tokens(field, text, tokens)
+        elif kind == 4:
+            found = _ADDRESS_RE.findall(text)
+            append(f"{field}:count:{min(len(found), 10)}")
+            tokens += [f"{field}:domain:{domain.casefold()}" for _user, domain in found]
+        elif kind == 5:
+            append(f"x-mailer:{_SPACE_RE.sub(' ', text.strip().casefold())[:40]}")
+        elif kind == 6:
+            append("content-type:" + msg.get_content_type())
+        else:
             host = text.rsplit("@", 1)[-1].strip(" <>").casefold() if "@" in text else ""
-            yield "message-id:host:" + (host if _HOST_RE.fullmatch(host) else "other")
+            append("message-id:host:" + (host if _HOST_RE.fullmatch(host) else "other"))
     # Which fields a message carries, and how many, tells mailing lists from bulk
     # mailers better than most of their values.
-    for field in dict.fromkeys(names):
-        yield "header:" + field
-    yield f"header-count:{min(len(names) // 5 * 5, 60)}"
-    for defect in getattr(msg, "defects", ()):
-        yield "defect:" + type(defect).__name__
+    tokens += ["header:" + field for field in dict.fromkeys(names)]
+    append(f"header-count:{min(len(names) // 5 * 5, 60)}")
+    tokens += ["defect:" + type(defect).__name__ for defect in getattr(msg, "defects", ())]
+    return tokens
+
+
+# Field names as written -> folded; most messages use the same few dozen spellings.
+_FIELD_NAMES: dict[str, str] = {}
+
+
+def _field_name(name: str) -> str:
+    field = name.strip().casefold()
+    if len(_FIELD_NAMES) < 10_000:
+        _FIELD_NAMES[name] = field
+    return field
 
 
 # ---------------------------------------------------------------------------
@@ -388,47 +862,53 @@ def _part_payload(part: email.message.Message) -> bytes:
     return raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else b""
 
 
-def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> Iterator[str]:
+def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> list[str]:
+    tokens: list[str] = []
+    append = tokens.append
     budget = settings.max_text_chars
     for part in msg.walk():
         if part.is_multipart():
             continue
         ctype = part.get_content_type()
-        maintype = part.get_content_maintype()
+        # get_content_type() always has one "/" (else it is text/plain).
+        maintype, subtype = ctype.split("/")
         filename = part.get_filename() if part.get("content-disposition") else None
         cte = str(part.get("content-transfer-encoding", "")).strip().casefold()
         if cte:
-            yield "encoding:" + cte[:20]
+            append("encoding:" + cte[:20])
         if part is not msg:
-            yield "part:" + ctype
+            append("part:" + ctype)
         charset = part.get_content_charset()
         if charset:
-            yield "charset:" + charset[:30]
+            append("charset:" + charset[:30])
         if filename or maintype not in ("text", "message"):
             if filename:
                 name = _header_text(filename).casefold()
                 ext = name.rsplit(".", 1)[-1] if "." in name else ""
-                yield "filename:ext:" + (ext[:10] if ext else "none")
-            yield "attachment:" + ctype
+                append("filename:ext:" + (ext[:10] if ext else "none"))
+            append("attachment:" + ctype)
             continue
         text, trouble = _decode_bytes(_part_payload(part), charset)
         if trouble:
-            yield trouble
+            append(trouble)
         text = text[:budget]
         budget -= len(text)
-        if part.get_content_subtype() == "html":
+        if subtype == "html":
             visible, links, tags = _html_to_text(text)
             for host, path in links:
-                yield from _url_tokens(host, path)
-            yield f"html:tags:{min(int(math.log2(tags + 1)), 12)}"
+                tokens += _url_tokens(host, path)
+            append(f"html:tags:{min(int(math.log2(tags + 1)), 12)}")
             text = visible
+            split = _split_words(text)
         else:
-            yield from _plain_urls(text)
-        yield from _words(text, settings)
-        yield from _text_patterns(text)
+            split = _split_words(text)
+            _plain_urls(text, split[2], tokens)
+        tokens += _words(text, settings, split=split)
+        tokens += _text_patterns(text, split)
         if budget <= 0:
-            yield "body:truncated"
+            append("body:truncated")
             break
+    return tokens
 
 
 # ---------------------------------------------------------------------------
@@ -436,20 +916,165 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> Ite
 # ---------------------------------------------------------------------------
 
 
+# The header block as email.feedparser reads it: lines end at "\r\n", "\r" or "\n"; a
+# field is a name of printable characters up to the first colon, its value the rest of
+# the line, blanks before it dropped, and any continuation lines (starting with a blank
+# or tab).  Header lines of other shapes -- a first line that is a continuation, a
+# "From " line after the first, a line starting with ":" -- are left to feedparser.
+# One match per field, and a last one for whatever follows the fields (the body):
+# findall then splits a header block in one pass.
+_HEADER_FIELDS_RE = re.compile(
+    r"([\x21-\x39\x3b-\x7e]+):[ \t]*"
+    r"([^\r\n]*(?:\r\n|\r|\n|\Z)(?:[\t ][^\r\n]*(?:\r\n|\r|\n|\Z))*)"
+    r"|((?s:.+))"
+)
+_LINE_END_RE = re.compile(r"\r\n|\r|\n")
+# feedparser's test for a header line (email.feedparser.headerRE).
+_HEADER_LINE_RE = re.compile(r"From |[\x21-\x39\x3b-\x7e]*:|[\t ]")
+
+
+class _NotPlain(Exception):
+    """Mail that _parse leaves to feedparser."""
+
+
 def _parse(data: bytes) -> email.message.Message:
-    # The default compat32 policy parses lazily and tolerates broken headers; the
-    # modern policy builds header objects eagerly, raises on some malformed ones, and
-    # importing email.policy alone slows the pipe filter's start.
-    return email.message_from_bytes(data)
+    """The message as email.message_from_bytes parses it (compat32 policy).
+
+    The default compat32 policy parses lazily and tolerates broken headers; the
+    modern policy builds header objects eagerly, raises on some malformed ones, and
+    importing email.policy alone slows the pipe filter's start.
+
+    feedparser costs about 4 microseconds a line, headers and body alike, and
+    compiles a regex for each multipart boundary (about 0.5 ms), while all a part's
+    body becomes is one string.  So the common shapes are put together here, to the
+    same message objects, defects included: header blocks of plain fields, and
+    multiparts whose boundary lines are found with str.find.  Anything else (message/*
+    and multipart/digest parts, odd header lines, a multipart without its first
+    boundary or with two boundary lines in a row) goes to feedparser: 10 of the
+    11,218 messages of SpamAssassin and Enron1.  Parsing went from 1.22 s to 0.36 s.
+    """
+    text = data.decode("ascii", "surrogateescape")
+    try:
+        return _parse_entity(text, 0, len(text), True)
+    except Exception:  # noqa: BLE001 - _NotPlain, or whatever feedparser raises too
+        return email.message_from_bytes(data)
+
+
+def _parse_entity(text: str, start: int, end: int, top: bool) -> email.message.Message:
+    """The message or part in text[start:end], as feedparser reads it."""
+    pos = start
+    msg = email.message.Message()
+    if text.startswith("From ", start, end):
+        # An mbox envelope line, taken off a first line only.
+        line_end = _LINE_END_RE.search(text, start, end)
+        msg.set_unixfrom(text[start : line_end.start()] if line_end else text[start:end])
+        pos = line_end.end() if line_end else end
+    fields = _HEADER_FIELDS_RE.findall(text, pos, end)
+    rest = fields.pop()[2] if fields and not fields[-1][0] else ""
+    body_start = end - len(rest)
+    if rest:
+        separator = _LINE_END_RE.match(rest)
+        if separator is not None:
+            body_start += separator.end()
+        elif _HEADER_LINE_RE.match(rest):
+            # A header line that is not a plain field.
+            raise _NotPlain
+        else:
+            # The body starts without the blank line (as in all of Enron1).
+            msg.defects.append(email.errors.MissingHeaderBodySeparatorDefect())
+    for name, value, _rest in fields:
+        msg.set_raw(name, value.rstrip("\r\n"))
+    maintype = msg.get_content_maintype()
+    if maintype == "multipart":
+        _parse_multipart(text, msg, body_start, end)
+    elif maintype == "message":
+        raise _NotPlain
+    elif top:
+        msg.set_payload(text[body_start:end])
+    else:
+        # The line break before a boundary line belongs to the boundary.
+        msg.set_payload(_without_line_end(text[body_start:end]))
+    return msg
+
+
+def _without_line_end(text: str) -> str:
+    return (
+        text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith(("\n", "\r")) else text
+    )
+
+
+def _parse_multipart(text: str, msg: email.message.Message, pos: int, end: int) -> None:
+    """The parts of a multipart whose body is text[pos:end], as feedparser reads them.
+
+    text[pos:end] holds no boundary line of an enclosing multipart: feedparser ends
+    a part (and the multiparts within it) at the first line that is any enclosing
+    boundary, and the caller's end is that line.
+    """
+    boundary = msg.get_boundary()
+    if (
+        boundary is None
+        or "\n" in boundary
+        or "\r" in boundary  # feedparser looks for it within a line
+        or msg.get_content_type() == "multipart/digest"
+    ):
+        raise _NotPlain
+    if str(msg.get("content-transfer-encoding", "8bit")).lower() not in ("7bit", "8bit", "binary"):
+        msg.defects.append(email.errors.InvalidMultipartContentTransferEncodingDefect())
+    separator = "--" + boundary
+    line = _boundary_line(text, separator, pos, end)
+    if line is None or line[2]:
+        # No first boundary (feedparser: StartBoundaryNotFoundDefect).
+        raise _NotPlain
+    if line[0] > pos:
+        msg.preamble = _without_line_end(text[pos : line[0]])
+    while True:
+        part_start = line[1]
+        line = _boundary_line(text, separator, part_start, end)
+        if part_start >= end or (line is not None and line[0] == part_start):
+            # Nothing or another boundary line after a boundary line.
+            raise _NotPlain
+        part = _parse_entity(text, part_start, line[0] if line else end, False)
+        msg.attach(part)
+        if part.is_multipart() and part.epilogue is not None:
+            part.epilogue = _without_line_end(part.epilogue) if part.epilogue else None
+        if line is None:
+            msg.defects.append(email.errors.CloseBoundaryNotFoundDefect())
+            return
+        if line[2]:
+            # The close boundary; the epilogue runs to the end.
+            msg.epilogue = text[line[1] : end]
+            return
+
+
+def _boundary_line(text: str, separator: str, pos: int, end: int) -> tuple[int, int, bool] | None:
+    """The first line in text[pos:end] that feedparser takes for a boundary line
+    ("--" boundary, "--" if it closes, blanks): its start, its end after the line
+    break, and whether it is the close boundary."""
+    find = text.find
+    n = len(separator)
+    i = find(separator, pos, end)
+    while i >= 0:
+        if i == 0 or text[i - 1] in "\r\n":
+            j = i + n
+            close = text.startswith("--", j, end)
+            if close:
+                j += 2
+            while j < end and text[j] in " \t":
+                j += 1
+            if j == end:
+                return i, j, close
+            line_break = _LINE_END_RE.match(text, j, end)
+            if line_break is not None:
+                return i, line_break.end(), close
+        i = find(separator, i + 1, end)
+    return None
 
 
 def tokenize(data: bytes, settings: TokenizerSettings = DEFAULT_SETTINGS) -> list[str]:
     """All tokens of one raw message.  Never raises: any input yields a token list."""
     try:
         msg = _parse(data)
-        tokens = list(_header_tokens(msg, settings))
-        tokens.extend(_body_tokens(msg, settings))
-        return tokens
+        return _header_tokens(msg, settings) + _body_tokens(msg, settings)
     except Exception:  # noqa: BLE001 - last resort: the words of the raw bytes
         text = data[: settings.max_text_chars].decode("latin-1")
         return ["parse:failed", *_words(text, settings)]
