@@ -279,7 +279,7 @@ def parallel_options(command: Callable) -> Callable:
         "-j",
         "--jobs",
         type=click.IntRange(min=1),
-        help="Processes that tokenize and count in parallel [default: every core].",
+        help="Processes that tokenize and count in parallel [default: every core but one].",
     )(func)
 
 
