@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import base64
+import email
+import email.message
+from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spamnb import tokens as tokens_module
 from spamnb.tokens import TokenizerSettings, tokenize
 
 
@@ -285,3 +290,210 @@ def test_free_standing_punctuation_is_a_token_of_its_own():
     # Rules of dashes are layout, not evidence; punctuation does not break word pairs.
     assert not any(t.startswith("punct:-") for t in tokens)
     assert "win now" in tokens
+
+
+# ---------------------------------------------------------------------------
+# The fast paths give version 2's tokens exactly.  Version 2 read HTML with
+# html.parser (Python 3.11) and mail with email.feedparser; models trained by it
+# must keep scoring with the same vocabulary.
+# ---------------------------------------------------------------------------
+
+# What html.parser's HTMLParser made of these, quirks included: (visible text, links,
+# number of start tags).
+HTML_AS_VERSION_2_READ_IT = [
+    # An unclosed comment is text up to the next ">".
+    (
+        "<p>before <!-- never closed > after</p>",
+        ("  before  <!-- never closed >  after  ", [], 1),
+    ),
+    # A script without its end tag hides the rest of the part.
+    ("<p>seen</p><script>var x;<p>hidden words", ("  seen  ", [], 2)),
+    # A marked section of unknown kind stops the part.
+    ("<p>kept</p><![bogus[ x ]]><p>lost</p>", ("  kept    html:broken ", [], 1)),
+    ("<div>1 < 2 and 3 <> 4</div>", ("  1  <  2 and 3  < > 4  ", [], 1)),
+    (
+        '<A HREF="http://Deals.example/buy?a=1&amp;b=2">Go</A>'
+        "<img src=http://192.0.2.9/x.gif /><BR/>x<o:p>y</o:p>",
+        ("Go     x y", [("Deals.example", "/buy?a=1&b=2"), ("192.0.2.9", "/x.gif")], 4),
+    ),
+    (
+        "<head><title>hidden title</title></head><body>shown <title/>also shown</body>",
+        ("shown  also shown", [], 4),
+    ),
+    (
+        "<style>p {}</style>visible<script src='http://js.example/a.js'></script>after",
+        ("visible after", [("js.example", "/a.js")], 2),
+    ),
+    ("<p>a<br>b</p><td>c</td>", ("  a   b     c  ", [], 3)),
+    (
+        "<![if !supportLists]>item<![endif]> <!DOCTYPE html> <?xml x?> text",
+        ("item      text", [], 0),
+    ),
+    # A start tag html.parser cannot take apart is dropped, with what follows as text.
+    ("<a b='x'c>broken attr</a> tail", ("broken attr  tail", [], 1)),
+    ("<p>R&eacute;sum&#233; &#1; &nbsp;done", ("  Résumé  \xa0done", [], 1)),
+    ("<SCRIPT>document.write('<p>no</p>')</SCRIPT >yes", ("yes", [], 1)),
+    ("<a href=http://x.example/p/q>link<a", ("link < a", [("x.example", "/p/q")], 1)),
+    ("<a b=c/>x<a b=c/ >y", ("x y", [], 2)),
+]
+
+
+@pytest.mark.parametrize(("markup", "expected"), HTML_AS_VERSION_2_READ_IT)
+def test_html_reads_as_html_parser_read_it_for_version_2(markup, expected):
+    assert tokens_module._html_to_text(markup) == expected
+
+
+def test_markup_of_unfinished_constructs_takes_linear_time():
+    # html.parser searched the rest of the part again at each unfinished construct
+    # (seconds for this); each is text up to the next "<", the last one a lone "<".
+    text, links, tags = tokens_module._html_to_text("<!--x" * 20_000)
+    assert text == " ".join(["<!--x"] * 19_999 + ["<", "!--x"])
+    assert (links, tags) == ([], 0)
+
+
+def structure(msg: email.message.Message) -> tuple:
+    """What tokenize can see of a parsed message (defects before decoding adds any)."""
+    defects = [type(defect).__name__ for defect in msg.defects]
+    if msg.is_multipart():
+        body = [structure(part) for part in msg.get_payload()]
+    else:
+        body = (msg.get_payload(), msg.get_payload(decode=True))
+    return (
+        msg.get_unixfrom(),
+        list(msg.raw_items()),
+        defects,
+        msg.get_default_type(),
+        msg.preamble,
+        msg.epilogue,
+        body,
+    )
+
+
+TRICKY_MIME = [
+    b"From someone Mon Jan  1 00:00:00 2024\nSubject: mbox\n\nbody\n",
+    b"Subject: no blank line\nbody starts here\nmore\n",
+    b"Subject: cr only\rX-A: 1\r\rbody\rlines\r",
+    b"Subject: continued\n\tline two\n  line three\nX-Empty:\n\nbody",
+    b" leading continuation\nSubject: x\n\nbody\n",
+    b"Subject: a\nFrom x at the end\n\nbody\n",
+    b":no name\nSubject: x\n\nbody\n",
+    b'Content-Type: multipart/mixed; boundary="b"\n\npreamble\n--b\n'
+    b"Content-Type: text/plain\n\none\n--b\n\ntwo\n--b--\nepilogue\n",
+    # A boundary that another boundary line starts with, nested multiparts, blanks
+    # after boundaries, CRLF, a part without a blank line, a missing close boundary.
+    b'Content-Type: multipart/mixed; boundary="b"\r\n\r\n--b\r\n'
+    b'Content-Type: multipart/alternative; boundary="b--x"\r\n\r\n--b--x \r\n'
+    b"Content-Type: text/plain\r\n\r\ninner\r\n--b--x--\r\ninner epilogue\r\n--b\t\r\n"
+    b"X-Part: no blank line\r\nbody line\r\n--bb\r\n--b\r\n\r\nlast part, never closed\r\n",
+    b'Content-Type: multipart/mixed; boundary="b"\n\n--b\n--b\n\ndouble\n--b--\n',
+    b'Content-Type: multipart/mixed; boundary="b"\n\nno boundary at all\n',
+    b"Content-Type: multipart/mixed\n\nno boundary parameter\n",
+    b'Content-Type: multipart/mixed; boundary="b"\nContent-Transfer-Encoding: base64\n\n'
+    b"--b\n\nx\n--b--\n",
+    b'Content-Type: multipart/digest; boundary="b"\n\n--b\n\nSubject: inner\n\nx\n--b--\n',
+    b'Content-Type: multipart/mixed; boundary="b"\n\n--b\nContent-Type: message/rfc822\n\n'
+    b"Subject: attached\n\nattached body\n--b--\n",
+    b'Content-Type: multipart/mixed; boundary="a\n b"\n\n--a\n b\n\nx\n',
+    b'Content-Type: multipart/mixed; boundary=""\n\n--\n\nempty boundary\n----\n',
+    b"Subject: =?utf-8?Q?caf=C3=A9?=\nX-Raw: caf\xc3\xa9\n\n\xff\xfe body\n",
+]
+
+
+@pytest.mark.parametrize("data", TRICKY_MIME)
+def test_fast_parser_builds_what_feedparser_builds(data):
+    assert structure(tokens_module._parse(data)) == structure(email.message_from_bytes(data))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                b'Content-Type: multipart/mixed; boundary="x"\n',
+                b"Content-Type: multipart/alternative; boundary=y\n",
+                b"Content-Type: text/plain\n",
+                b"Content-Type: message/rfc822\n",
+                b"Content-Transfer-Encoding: base64\n",
+                b"Subject: hi\r\n",
+                b"From x\n",
+                b" continued\n",
+                b"\n",
+                b"\r\n",
+                b"\r",
+                b"--x\n",
+                b"--x--\n",
+                b"--x \n",
+                b"--y\n",
+                b"--y--\n",
+                b"--xy\n",
+                b"text\n",
+                b"\xff\n",
+            ]
+        ),
+        max_size=30,
+    )
+)
+def test_fast_parser_agrees_with_feedparser_on_mime_fragments(lines):
+    data = b"".join(lines)
+    assert structure(tokens_module._parse(data)) == structure(email.message_from_bytes(data))
+
+
+def test_sample_corpus_tokens_do_not_depend_on_the_parser(monkeypatch):
+    maildir = Path(__file__).resolve().parents[1] / "corpora" / "sample" / "maildir"
+    paths = sorted(p for p in maildir.glob("*/*/*") if not p.name.startswith("."))
+    assert paths
+    fast = [tokenize(path.read_bytes()) for path in paths]
+    monkeypatch.setattr(tokens_module, "_parse", email.message_from_bytes)
+    assert [tokenize(path.read_bytes()) for path in paths] == fast
+
+
+def test_word_length_limits_count_the_unfolded_characters():
+    data = message(
+        "Subject: x\nContent-Type: text/plain; charset=utf-8", "Straße Länge daß strasse"
+    )
+    tokens = tokenize(data, TokenizerSettings(max_word_length=6))
+    # "Straße" has six characters though it folds to the seven of "strasse".
+    assert tokens[tokens.index("charset:utf-8") + 1 :] == [
+        "strasse",
+        "länge",
+        "strasse länge",
+        "dass",
+        "länge dass",
+        "skip:s 0",
+        "dass skip:s 0",
+    ]
+
+
+def test_money_needs_a_currency_sign_code_or_word_next_to_the_amount():
+    data = message(
+        "Subject: x\nContent-Type: text/plain; charset=utf-8",
+        "Europe 7 times; EUR 50 or 10 dollars or u\u017fd 5",
+    )
+    money = [t for t in tokenize(data) if t.startswith("money:")]
+    # U+017F, a long s, is an s to IGNORECASE, so "u\u017fd" is a currency code;
+    # "Europe 7" has none.
+    assert money == ["money:1e1", "money:1e1", "money:1e0"]
+    data = message("Subject: x\nContent-Type: text/plain", "EUR 50 and usd5 and 3 pounds")
+    assert [t for t in tokenize(data) if t.startswith("money:")] == [
+        "money:1e1",
+        "money:1e0",
+        "money:1e0",
+    ]
+
+
+def test_received_hosts_on_non_ascii_lines():
+    data = (
+        "Subject: x\nReceived: from m\u00e9.example.com (mail.exa\u212ample.com [192.0.2.1])"
+        " by mx.example.org\n\nx"
+    ).encode("utf-8")
+    # The Kelvin sign folds to k; "é" is no host letter, so the host starts after it.
+    assert [t for t in tokenize(data) if t.startswith("received:")] == [
+        "received:192",
+        "received:192.0",
+        "received:192.0.2",
+        "received:example.com",
+        "received:mail.exakmple.com",
+        "received:exakmple.com",
+        "received:mx.example.org",
+        "received:example.org",
+    ]
