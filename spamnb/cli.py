@@ -133,15 +133,19 @@ def trusting() -> bool:
     return bool(context and context.meta.get("spamnb.trust_model"))
 
 
-def model_option(func: Callable) -> Callable:
-    func = click.option(
+def trust_option(func: Callable) -> Callable:
+    return click.option(
         "--trust-model",
         is_flag=True,
         expose_value=False,
         callback=_remember_trust,
-        help="Load the model even if another user owns it or others may write it "
+        help="Load models even if another user owns them or others may write them "
         "(loading a model runs code in it).",
     )(func)
+
+
+def model_option(func: Callable) -> Callable:
+    func = trust_option(func)
     return click.option(
         "-m",
         "--model",
@@ -255,10 +259,8 @@ def parallel_options(command: Callable) -> Callable:
             raise fail("--backend dask needs --scheduler tcp://HOST:PORT")
         if workers["scheduler"] and workers["backend"] != "dask":
             raise fail("--scheduler is for --backend dask")
-        if workers["jobs"] is None:
-            from .parallel import default_jobs
-
-            workers["jobs"] = default_jobs()
+        # An unset --jobs stays None: the library picks the default when it counts,
+        # so parsing the options imports nothing heavy.
         kwargs["workers"] = workers
         return command(*args, **kwargs)
 
@@ -1487,13 +1489,7 @@ def top_odds(
 @main.command()
 @click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("models", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--trust-model",
-    is_flag=True,
-    expose_value=False,
-    callback=_remember_trust,
-    help="Load the models even if another user owns them or others may write them.",
-)
+@trust_option
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @json_option
 def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) -> None:

@@ -170,18 +170,21 @@ def counted_in_order(
     messages_of: Callable[[Batch], Sequence[bytes]],
     settings: TokenizerSettings,
     *,
-    jobs: int = 1,
+    jobs: int | None = 1,
     backend: str = "local",
     scheduler: str | None = None,
     with_digests: bool = False,
 ) -> Iterator[tuple[Batch, BatchCounts]]:
-    """Each batch with its counts, in order, counted as :func:`batch_counter` counts.
+    """Each batch with its counts, in order, counted as :func:`batch_counter` counts
+    (``jobs`` None: :func:`default_jobs`).
 
     The batches are read here, a few per worker at a time, so that reading the mail
     (and its errors) stays in this thread and at most that many batches are held.
     Mail that fits one batch is counted in this process: starting workers would cost
     more than they save.
     """
+    if jobs is None:
+        jobs = default_jobs()
     window = 1 if jobs == 1 and backend == "local" else 4 * max(jobs, 2)
     groups = batched(batches, window)
     first = next(groups, [])

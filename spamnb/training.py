@@ -87,7 +87,7 @@ def learn_batches(
     spam_filter: SpamFilter,
     batches: Iterable[tuple[Sequence[bytes], Sequence[str]]],
     *,
-    jobs: int = 1,
+    jobs: int | None = 1,
     backend: str = "local",
     scheduler: str | None = None,
     on_step: Callable[[int], None] | None = None,
