@@ -446,7 +446,24 @@ def finite_or_null(data: Any) -> Any:
 # ---------------------------------------------------------------------------
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# The shell's convention for a program stopped by SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
+
+
+class InterruptibleGroup(click.Group):
+    """Ctrl-C ends any command with one line and status 130, not click's "Aborted!"
+    and status 1: scripts and cron wrappers can tell an interruption from a failure.
+    Nothing is half-written by then: model files are replaced whole (see store.save)."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("\nspamnb: interrupted", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@click.group(cls=InterruptibleGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="spamnb")
 def main() -> None:
     """A Naive Bayes spam filter you train on your own mail folders."""

@@ -1,8 +1,11 @@
-"""Pipe mode's one change to a message: a verdict header at the end of its header block.
+"""Pipe mode's change to a message: a verdict header at the end of its header block.
 
 Everything else passes byte for byte: line endings, an mbox ``From `` line, 8-bit
 bodies, a message without a body.  Removing the inserted bytes from the output gives
-back the input exactly, which is what the never-lose-mail tests check.
+back the input exactly, which is what the never-lose-mail tests check.  The one
+exception is a verdict header the message already carried: anyone can write one, so
+it is renamed (``X-Spamnb`` becomes ``X-Spamnb-Previous``) and only spamnb's own
+header answers a recipe's ``^X-Spamnb:``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ __all__ = [
     "header_insertion",
     "insert_header",
     "is_field_name",
+    "rename_existing",
     "verdict_header",
 ]
 
@@ -75,10 +79,31 @@ def header_insertion(message: bytes, name: str, value: str) -> tuple[int, bytes]
     return at, line
 
 
+PREVIOUS_SUFFIX = "-Previous"
+
+
+def rename_existing(message: bytes, name: str) -> bytes:
+    """The message with every field called ``name`` (in any case) renamed.
+
+    Every line before the first empty one is searched, not only the header block a
+    mail parser reads: procmail and maildrop match their conditions against all of
+    those lines, so a sender could hide a verdict after a broken header line.
+    """
+    blank = re.search(rb"\n\r?\n", message)
+    end = blank.start() + 1 if blank else len(message)
+    if message.startswith((b"\n", b"\r\n")):
+        return message  # no header lines at all
+    pattern = re.compile(rb"(?im)^(" + re.escape(name.encode("ascii")) + rb")(?=[ \t]*:)")
+    head = pattern.sub(rb"\1" + PREVIOUS_SUFFIX.encode("ascii"), message[:end])
+    return head + message[end:] if len(head) != end else message
+
+
 def insert_header(message: bytes, name: str, value: str, *, complete: bool = True) -> bytes:
-    """The message with the header added; ``complete=False`` for the first part of a
-    message whose header block may go on past it (then the header goes first, after
-    any ``From `` line, rather than into the middle of a header line)."""
+    """The message with the header added (and any it carried renamed); ``complete=False``
+    for the first part of a message whose header block may go on past it (then the
+    header goes first, after any ``From `` line, rather than into the middle of a
+    header line)."""
+    message = rename_existing(message, name)
     at, line = header_insertion(message, name, value)
     if not complete and at >= len(message):
         at = message.find(b"\n") + 1 if message.startswith(b"From ") else 0
@@ -190,7 +215,7 @@ def run(
             verdict, score = score_message(data, model_path, trust=trust)
             value = verdict_header(verdict, score, __version__)
         output = insert_header(data, header_name, value, complete=not too_large)
-    except Exception as exc:  # noqa: BLE001 - whatever failed, the mail must get through
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the mail must get through
         return pass_through(data, stdin, stdout, stderr, describe(exc))
     try:
         write_all(stdout, output)

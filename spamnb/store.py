@@ -1,14 +1,22 @@
-"""The model file: one versioned joblib file, written atomically.
+"""The model file: one versioned joblib payload behind a checksum, written atomically.
 
-The file holds plain data only (strings, numbers, numpy arrays): the counts are the
-state, so a newer spamnb can read an older file and rebuild everything else.  A
+The payload holds plain data only (strings, numbers, numpy arrays): the counts are
+the state, so a newer spamnb can read an older file and rebuild everything else.  A
 write goes to a temporary file in the same directory which then replaces the old
 file in one rename, so a reader sees either the old model or the new one, never a
 half-written file, even if the writer dies.
+
+Before the payload comes a fixed header: a magic string, the payload's length and its
+SHA-256.  Unpickling a damaged file can fail anywhere, or worse succeed with a wrong
+count, so a file is checked against the header before one byte of it is unpickled: a
+truncated file or a flipped byte is refused with one clear line.  Files written before
+the header existed (format 1 and 2) are still read, unchecked.
 """
 
 from __future__ import annotations
 
+import glob
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -27,6 +35,7 @@ from .paths import ModelFileError, check_trusted, default_model_path, table_path
 from .tokens import TokenizerSettings
 
 __all__ = [
+    "FILE_MAGIC",
     "FORMAT_NAME",
     "FORMAT_VERSION",
     "ModelFileError",
@@ -41,7 +50,12 @@ FORMAT_NAME = "spamnb-model"
 # packs the vocabulary and the digests of trained messages into byte arrays: joblib
 # pickles a list of 600,000 strings one by one in Python (3 s of a 4 s save), an
 # array in one write.  Version 1 files are still read.
-FORMAT_VERSION = 2
+# Version 3 puts the checksum header before the payload.
+FORMAT_VERSION = 3
+# PNG's trick: the high byte and the line ends show a file mangled by a text-mode copy.
+FILE_MAGIC = b"\x89SPAMNB-MODEL\r\n\x1a\n"
+_DIGEST_SIZE = 32
+HEADER_SIZE = len(FILE_MAGIC) + 8 + _DIGEST_SIZE
 # Characters that may join packed strings, the first one no string contains.
 _SEPARATORS = ("\n", "\x00", "\x1f")
 
@@ -206,6 +220,12 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
         with open(path, "rb") as stream:
             if not trust:
                 check_trusted(os.fstat(stream.fileno()), path)
+            header = stream.read(HEADER_SIZE)
+            if header.startswith(FILE_MAGIC):
+                _verify_checksum(stream, header, path)
+                stream.seek(HEADER_SIZE)
+            else:
+                stream.seek(0)  # a format 1 or 2 file: a bare joblib payload
             payload = joblib.load(stream)
     except ModelFileError:
         raise
@@ -214,6 +234,62 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
     except Exception:  # noqa: BLE001 - truncated or foreign files fail in many ways inside pickle
         raise ModelFileError(f"{path} is not a spamnb model file, or it is damaged") from None
     return from_payload(payload, path)
+
+
+def _verify_checksum(stream: BinaryIO, header: bytes, path: Path) -> None:
+    if len(header) < HEADER_SIZE:
+        raise ModelFileError(f"{path} is a damaged spamnb model file (truncated in its header)")
+    length = int.from_bytes(header[len(FILE_MAGIC) : len(FILE_MAGIC) + 8], "little")
+    expected = header[len(FILE_MAGIC) + 8 :]
+    digest = hashlib.sha256()
+    size = 0
+    while chunk := stream.read(1 << 20):
+        digest.update(chunk)
+        size += len(chunk)
+    if size != length:
+        raise ModelFileError(
+            f"{path} is a damaged spamnb model file ({size:,} bytes of payload, "
+            f"the header says {length:,}: truncated or appended to)"
+        )
+    if digest.digest() != expected:
+        raise ModelFileError(
+            f"{path} is a damaged spamnb model file (its checksum does not match: "
+            "changed on disk since it was written)"
+        )
+
+
+class _ChecksummingWriter:
+    """Passes writes on while hashing them; joblib asks where it is to align arrays."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.digest = hashlib.sha256()
+        self.length = 0
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.length += memoryview(data).nbytes
+        return self.stream.write(data)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+def dump_checksummed(payload: dict[str, Any], stream: BinaryIO) -> None:
+    """Write the header and the payload; the header is filled in once the payload is out."""
+    import joblib
+
+    start = stream.tell()
+    stream.write(bytes(HEADER_SIZE))
+    writer = _ChecksummingWriter(stream)
+    joblib.dump(payload, writer)
+    end = stream.tell()
+    stream.seek(start)
+    stream.write(FILE_MAGIC + writer.length.to_bytes(8, "little") + writer.digest.digest())
+    stream.seek(end)
 
 
 @contextmanager
@@ -234,9 +310,17 @@ def training_lock(path: Path) -> Iterator[None]:
         raise ModelFileError(f"cannot lock model {path}: {exc.strerror or exc}") from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
+        _remove_stale_temporaries(path)
         yield
     finally:
         os.close(fd)
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete what a killed writer left: every writer holds the lock, so while we hold
+    it any temporary file of this model (or its table) belongs to a dead process."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        stale.unlink(missing_ok=True)
 
 
 def save(spam_filter: SpamFilter, path: Path) -> int:
@@ -245,24 +329,50 @@ def save(spam_filter: SpamFilter, path: Path) -> int:
     A symlinked model is updated where the link points, and an existing model keeps
     its permissions; a new one is private (0600), since its tokens come from your mail.
     """
-    import joblib
-
-    from .table import table_arrays, table_prefix
-
     path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         mode = path.stat().st_mode & 0o777 if path.exists() else None
     except OSError as exc:
         raise ModelFileError(f"cannot write model {path}: {exc.strerror or exc}") from None
-    _write_atomically(path, lambda stream: joblib.dump(to_payload(spam_filter), stream), mode)
+    with interrupts_deferred():
+        return _save_pair(spam_filter, path, mode)
+
+
+@contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C until the block ends.
+
+    The model and its scoring table are one unit to the user: an interrupt between
+    the two renames would leave a new model with a stale table, which works but
+    sends every pipe run to the slow road until the next save.  Blocking SIGINT
+    rather than catching KeyboardInterrupt keeps the signal pending, so it still
+    stops the program the moment the pair is written.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
+    from .table import table_arrays, table_prefix
+
+    _write_atomically(path, lambda stream: dump_checksummed(to_payload(spam_filter), stream), mode)
     table = table_arrays(spam_filter, path.stat())
     table_file = Path(table_path(path))
     if table is None:
         table_file.unlink(missing_ok=True)
     else:
         header, body = table
-        prefix = table_prefix(header)
+        prefix = table_prefix(header, body)
         _write_atomically(table_file, lambda stream: stream.writelines((prefix, body)), mode)
     return path.stat().st_size
 

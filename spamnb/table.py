@@ -8,11 +8,15 @@ class's log-likelihood, plus each class's constant and the calibration.  Scoring
 from it is exactly the model's scoring, done with bisect and a few additions.
 
 The table records the identity (inode, size, modification time) of the model file
-it was written from; a table that does not match the model beside it is not used.
+it was written from; a table that does not match the model beside it is not used,
+nor is one whose CRC-32 does not match its contents (a flipped byte would silently
+change a weight).  Checking the CRC reads the whole table: about 5 ms for the 15 MB
+table of the SpamAssassin corpus, against the 90 ms a pipe run takes.
 """
 
 from __future__ import annotations
 
+import binascii
 import json
 import math
 import mmap
@@ -39,7 +43,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ScoringTable", "load_table", "table_arrays", "token_hash", "token_hashes"]
 
-MAGIC = b"SPAMNB-TABLE\x01\n"
+# Version 2 added the CRC-32; a version-1 table is not read, and the next save replaces it.
+MAGIC = b"SPAMNB-TABLE\x02\n"
+_PREFIX_SIZE = len(MAGIC) + 8 + 8
 
 
 def token_hash(token: str) -> int:
@@ -123,22 +129,27 @@ def table_arrays(
 
 
 def encode_table(header: dict[str, Any], body: bytes) -> bytes:
-    return table_prefix(header) + body
+    return table_prefix(header, body) + body
 
 
-def table_prefix(header: dict[str, Any]) -> bytes:
-    """What precedes the arrays in a table file (written apart, to copy no array)."""
+def table_prefix(header: dict[str, Any], body: bytes) -> bytes:
+    """What precedes the arrays in a table file (written apart, to copy no array):
+    magic, the header's length, the CRC-32 of header and arrays, the JSON header."""
     text = json.dumps(header).encode("utf-8")
-    text += b" " * (-(len(MAGIC) + 8 + len(text)) % 8)  # keep the arrays 8-byte aligned
-    return MAGIC + len(text).to_bytes(8, "little") + text
+    text += b" " * (-(_PREFIX_SIZE + len(text)) % 8)  # keep the arrays 8-byte aligned
+    crc = binascii.crc32(body, binascii.crc32(text))
+    return MAGIC + len(text).to_bytes(8, "little") + crc.to_bytes(8, "little") + text
 
 
 class ScoringTable:
     def __init__(self, data: bytes | mmap.mmap) -> None:
         if data[: len(MAGIC)] != MAGIC or sys.byteorder != "little":
             raise ValueError("not a scoring table for this machine")
-        start = len(MAGIC) + 8
-        length = int.from_bytes(data[len(MAGIC) : start], "little")
+        length = int.from_bytes(data[len(MAGIC) : len(MAGIC) + 8], "little")
+        crc = int.from_bytes(data[len(MAGIC) + 8 : _PREFIX_SIZE], "little")
+        if binascii.crc32(memoryview(data)[_PREFIX_SIZE:]) != crc:
+            raise ValueError("damaged scoring table")
+        start = _PREFIX_SIZE
         self.header = json.loads(data[start : start + length])
         n, k = self.header["entries"], len(self.header["classes"])
         body = memoryview(data)[start + length :]

@@ -201,3 +201,44 @@ def test_a_missing_model_is_reported_even_for_large_mail(tmp_path, sample_maildi
     message = sample_messages(sample_maildir, "ham")[0]
     result = run("classify", "--pipe", "-m", tmp_path / "none", "--max-size", "10", input=message)
     assert result.exit_code == 3 and result.stdout_bytes == message
+
+
+def test_a_verdict_header_in_the_message_cannot_speak_for_spamnb(model, sample_maildir):
+    ham = sample_messages(sample_maildir, "ham")[0]
+    # Forged verdicts: first field, odd case, a space before the colon, and one hidden
+    # after a broken header line, where mail parsers see body but procmail sees header.
+    head, _, body = ham.partition(b"\n\n")
+    forged = (
+        b"X-Spamnb: Spam, score=1.0000\nx-spamnb : Spam\n"
+        + head
+        + b"\nthis line breaks the header block\nX-SPAMNB: Spam\n\n"
+        + body
+    )
+    result = run("classify", "--pipe", "-m", model, input=forged)
+    assert result.exit_code == 1
+    output = result.stdout_bytes
+    lines_before_body = output.partition(b"\n\n")[0].splitlines()
+    verdicts = [line for line in lines_before_body if line.lower().startswith(b"x-spamnb:")]
+    assert len(verdicts) == 1 and verdicts[0].startswith(b"X-Spamnb: Ham, score=")
+    previous = [line for line in lines_before_body if b"-Previous" in line]
+    assert previous == [
+        b"X-Spamnb-Previous: Spam, score=1.0000",
+        b"x-spamnb-Previous : Spam",
+        b"X-SPAMNB-Previous: Spam",
+    ]
+    # Nothing else changed: undo the renaming and the added header gives the input.
+    restored = output.replace(b"-Previous", b"")
+    assert without_added_header(restored, forged)
+    # The body is not header: a verdict line there stays as it was.
+    in_body = ham + b"\nX-Spamnb: Spam\n"
+    assert run("classify", "--pipe", "-m", model, input=in_body).stdout_bytes.endswith(
+        b"\nX-Spamnb: Spam\n"
+    )
+
+
+def test_the_renamed_header_follows_header_name(model, sample_maildir):
+    ham = sample_messages(sample_maildir, "ham")[0]
+    result = run(
+        "classify", "-p", "-m", model, "--header-name", "X-Junk", input=b"X-Junk: yes\n" + ham
+    )
+    assert result.stdout_bytes.startswith(b"X-Junk-Previous: yes\n")

@@ -9,7 +9,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from cli_helpers import assert_one_line_error, run
+from cli_helpers import assert_one_line_error, run, without_added_header
 
 from spamnb.store import load
 
@@ -51,41 +51,57 @@ def spamnb(*args: str, data: bytes | None = None) -> subprocess.CompletedProcess
     )
 
 
-def test_classifiers_never_fail_while_trainers_add_up(model, tmp_path, sample_maildir):
-    # Two trainers each add distinct new messages one run at a time while three
-    # classifiers read the model in a loop: no read may fail and no count may be lost.
-    originals = sorted((sample_maildir / "spam" / "cur").iterdir())[:6]
+def test_eight_classifiers_and_two_trainers_lose_nothing(model, tmp_path, sample_maildir):
+    # Two trainers each add distinct new messages, one run at a time, while eight
+    # classifiers (six pipe filters, two batch runs) read the model for a fixed number
+    # of rounds: no run may fail, no count may be lost, and no filtered message may
+    # come out shorter than it went in.
+    originals = sorted((sample_maildir / "spam" / "cur").iterdir())[:4]
+    originals += sorted((sample_maildir / "ham" / "cur").iterdir())[:4]
     new_messages = []
     for i, source in enumerate(originals):
         path = tmp_path / f"new{i}.eml"
         path.write_bytes(b"Message-ID: <concurrency-%d@test>\n" % i + source.read_bytes())
         new_messages.append(path)
-    before = int(load(model).model.class_counts.sum())
-    finished = False
+    labels = ["--spam"] * 4 + ["--ham"] * 4
+    before = load(model).model.class_counts.astype(int).tolist()
+    rounds = 6
 
-    def trainer(paths):
-        results = [spamnb("train", "-m", str(model), "--spam", str(p), "--json") for p in paths]
-        return [r.returncode for r in results]
+    def trainer(numbers):
+        return [
+            spamnb("train", "-m", str(model), labels[n], str(new_messages[n])).returncode
+            for n in numbers
+        ]
 
-    def classifier():
-        failures, runs = [], 0
-        while not finished or runs == 0:
-            done = spamnb("classify", "-m", str(model), str(new_messages[0]))
-            runs += 1
-            if done.returncode != 0 or not done.stdout:
+    def pipe_filter(number):
+        failures = []
+        for round_number in range(rounds):
+            message = new_messages[(number + round_number) % len(new_messages)].read_bytes()
+            done = spamnb("classify", "--pipe", "-m", str(model), data=message)
+            if done.returncode not in (0, 1, 2) or not without_added_header(done.stdout, message):
+                failures.append((done.returncode, len(done.stdout), len(message), done.stderr))
+        return failures
+
+    def batch_classifier():
+        failures = []
+        for _ in range(rounds):
+            done = spamnb("classify", "-m", str(model), str(tmp_path))
+            if done.returncode != 0 or done.stdout.count(b"new") != len(new_messages):
                 failures.append(done.stderr.decode())
-        return failures, runs
+        return failures
 
-    with ThreadPoolExecutor(max_workers=5) as pool:
-        readers = [pool.submit(classifier) for _ in range(3)]
-        writers = [pool.submit(trainer, new_messages[:3]), pool.submit(trainer, new_messages[3:])]
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        readers = [pool.submit(pipe_filter, n) for n in range(6)]
+        readers += [pool.submit(batch_classifier) for _ in range(2)]
+        writers = [pool.submit(trainer, [0, 1, 4, 5]), pool.submit(trainer, [2, 3, 6, 7])]
         codes = [code for w in writers for code in w.result()]
-        finished = True
-        outcomes = [r.result() for r in readers]
-    assert codes == [0] * 6
-    assert all(failures == [] for failures, _ in outcomes), outcomes
-    assert all(runs >= 1 for _, runs in outcomes)
-    assert int(load(model).model.class_counts.sum()) == before + 6
+        failures = [f for r in readers for f in r.result()]
+    assert codes == [0] * 8
+    assert failures == []
+    after = load(model).model.class_counts.astype(int).tolist()
+    spam_index = load(model).classes.index("spam")
+    assert after[spam_index] == before[spam_index] + 4
+    assert sum(after) == sum(before) + 8
     assert not [p.name for p in model.parent.iterdir() if p.name.endswith(".tmp")]
     info = json.loads(spamnb("info", "-m", str(model), "--json").stdout)
-    assert info["messages"]["spam"] == 36
+    assert info["messages"] == {"spam": 34, "ham": 34}

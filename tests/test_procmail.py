@@ -98,3 +98,29 @@ def test_procmail_defers_when_spamnb_fails(tmp_path, sample_maildir):
     # No model: spamnb exits 3 and the recipe makes procmail ask the MTA to retry (75).
     assert deliver(rcfile, message, env) == 75
     assert delivered(tmp_path / "Maildir") == []
+
+
+def test_a_forged_verdict_does_not_send_ham_to_the_junk_folder(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    trained = run(
+        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    assert trained.exit_code == 0
+    maildir = tmp_path / "Maildir"
+    for folder in (maildir, maildir / ".Junk"):
+        for sub in ("cur", "new", "tmp"):
+            (folder / sub).mkdir(parents=True)
+    rcfile = rcfile_for(tmp_path, model)
+    ham = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
+    head, _, body = ham.partition(b"\n\n")
+    # A sender's "X-Spamnb: Spam" would file good mail as junk if the recipe saw it;
+    # after a broken header line it is header to procmail though body to a mail parser.
+    for forged in (
+        b"X-Spamnb: Spam\n" + ham,
+        head + b"\nnot a header line\nX-Spamnb: Spam\n\n" + body,
+    ):
+        assert deliver(rcfile, forged, {"PATH": os.environ["PATH"]}) == 0
+    assert delivered(maildir / ".Junk") == []
+    inbox = delivered(maildir)
+    assert len(inbox) == 2
+    assert all(b"X-Spamnb-Previous: Spam" in m and b"\nX-Spamnb: Ham" in m for m in inbox)

@@ -1,0 +1,442 @@
+"""The model file under faults: damage on disk, failed writes, SIGKILL and Ctrl-C.
+
+A trainer's model file must come through every fault whole: the old model or the
+new one, each loadable, never a mixture, and a damaged file refused with one line
+rather than unpickled.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cli_helpers import assert_one_line_error, run
+
+from spamnb import store
+from spamnb.filter import SpamFilter
+from spamnb.paths import table_path
+from spamnb.pipe import score_message
+from spamnb.store import FILE_MAGIC, HEADER_SIZE, ModelFileError, load, save
+from spamnb.table import load_table
+
+SPAMNB = [sys.executable, "-m", "spamnb"]
+
+
+@pytest.fixture
+def small_model(tmp_path) -> Path:
+    """A model of a few kilobytes, small enough to damage at every byte."""
+    spam_filter = SpamFilter()
+    spam_filter.train(
+        [
+            b"Subject: cheap pills\n\nbuy cheap pills online now",
+            b"Subject: prize\n\nclaim your prize money now",
+            b"Subject: meeting\n\nagenda for the project meeting",
+            b"Subject: lunch\n\nlunch with the team on friday",
+        ],
+        ["spam", "spam", "ham", "ham"],
+    )
+    path = tmp_path / "model.joblib"
+    save(spam_filter, path)
+    return path
+
+
+def refused(path: Path) -> str:
+    with pytest.raises(ModelFileError) as caught:
+        load(path)
+    message = str(caught.value)
+    assert "\n" not in message and str(path) in message
+    return message
+
+
+# ---------------------------------------------------------------------------
+# Damage on disk
+# ---------------------------------------------------------------------------
+
+
+def test_the_file_starts_with_its_checksum_header(small_model):
+    data = small_model.read_bytes()
+    assert data.startswith(FILE_MAGIC)
+    assert int.from_bytes(data[len(FILE_MAGIC) : len(FILE_MAGIC) + 8], "little") == (
+        len(data) - HEADER_SIZE
+    )
+
+
+def test_a_model_truncated_at_any_byte_is_refused(small_model, tmp_path):
+    data = small_model.read_bytes()
+    damaged = tmp_path / "damaged.joblib"
+    for end in range(len(data)):
+        damaged.write_bytes(data[:end])
+        refused(damaged)
+    damaged.write_bytes(data + b"\0")
+    assert "appended" in refused(damaged)
+
+
+def test_a_model_with_any_byte_flipped_is_refused(small_model, tmp_path):
+    data = small_model.read_bytes()
+    damaged = tmp_path / "damaged.joblib"
+    for position in range(len(data)):
+        flipped = bytearray(data)
+        flipped[position] ^= 1 << (position % 8)
+        damaged.write_bytes(bytes(flipped))
+        refused(damaged)
+
+
+def test_damage_is_refused_before_anything_is_unpickled(small_model, monkeypatch):
+    data = bytearray(small_model.read_bytes())
+    data[-20] ^= 0xFF
+    small_model.write_bytes(bytes(data))
+    import joblib
+
+    def never(*args, **kwargs):
+        raise AssertionError("a damaged file reached the unpickler")
+
+    monkeypatch.setattr(joblib, "load", never)
+    assert "checksum" in refused(small_model)
+
+
+def test_damage_through_the_cli_is_one_line(small_model):
+    data = bytearray(small_model.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    small_model.write_bytes(bytes(data))
+    for args in (("top-odds", "-m", small_model), ("classify", "-m", small_model, "-")):
+        result = run(*args, input=b"Subject: hi\n\nhello")
+        assert_one_line_error(result, "damaged")
+
+
+def test_a_damaged_scoring_table_is_not_used(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    assert (
+        run(
+            "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+        ).exit_code
+        == 0
+    )
+    table_file = Path(table_path(model))
+    message = sorted((sample_maildir / "spam" / "cur").iterdir())[0].read_bytes()
+    expected = score_message(message, model, trust=False)
+    data = table_file.read_bytes()
+    rng = random.Random(3)
+    positions = [*rng.sample(range(len(data)), 200), len(data) - 1]
+    for position in positions:
+        flipped = bytearray(data)
+        flipped[position] ^= 1 << rng.randrange(8)
+        table_file.write_bytes(bytes(flipped))
+        assert load_table(model, str(table_file), trust=False) is None
+        # The pipe filter then scores from the model itself, with the same verdict.
+        assert score_message(message, model, trust=False) == expected
+    table_file.write_bytes(data[: len(data) // 2])
+    assert load_table(model, str(table_file), trust=False) is None
+
+
+def test_files_of_format_2_without_a_header_still_load(small_model, tmp_path):
+    import joblib
+
+    legacy = tmp_path / "legacy.joblib"
+    joblib.dump(store.to_payload(load(small_model)), legacy)
+    assert np.array_equal(load(legacy).model.token_counts, load(small_model).model.token_counts)
+
+
+# ---------------------------------------------------------------------------
+# Failed writes
+# ---------------------------------------------------------------------------
+
+
+class FailingFile:
+    """A file that fails with ``error`` once ``budget`` bytes have been written."""
+
+    def __init__(self, real, budget: int, error: int) -> None:
+        self.real, self.budget, self.error = real, budget, error
+
+    def write(self, data) -> int:
+        size = memoryview(data).nbytes
+        if size > self.budget:
+            self.real.write(memoryview(data)[: self.budget])
+            self.budget = 0
+            raise OSError(self.error, os.strerror(self.error))
+        self.budget -= size
+        return self.real.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.real.close()
+
+
+def trained_counts(path: Path) -> dict[str, int]:
+    spam_filter = load(path)
+    return dict(zip(spam_filter.classes, spam_filter.model.class_counts.tolist(), strict=True))
+
+
+@pytest.mark.parametrize("error", [errno.ENOSPC, errno.EIO])
+@pytest.mark.parametrize("budget", [0, 100, 5_000, 60_000])
+def test_a_failed_write_keeps_the_old_model(tmp_path, sample_maildir, monkeypatch, error, budget):
+    model = tmp_path / "model.joblib"
+    first = run(
+        "train",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam" / "cur",
+        "--ham",
+        sample_maildir / "ham" / "cur",
+    )
+    assert first.exit_code == 0
+    before, table_before = model.read_bytes(), Path(table_path(model)).read_bytes()
+    real_fdopen = os.fdopen
+    monkeypatch.setattr(
+        store.os, "fdopen", lambda fd, *a, **k: FailingFile(real_fdopen(fd, *a, **k), budget, error)
+    )
+    result = run(
+        "train",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam" / "new",
+        "--ham",
+        sample_maildir / "ham" / "new",
+    )
+    assert_one_line_error(result, "cannot write model", os.strerror(error))
+    monkeypatch.undo()
+    assert model.read_bytes() == before
+    assert Path(table_path(model)).read_bytes() == table_before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "model.joblib",
+        "model.joblib.lock",
+        "model.joblib.table",
+    ]
+
+
+def test_a_failed_fsync_keeps_the_old_model(tmp_path, sample_maildir, monkeypatch):
+    model = tmp_path / "model.joblib"
+    assert (
+        run(
+            "train",
+            "-m",
+            model,
+            "--spam",
+            sample_maildir / "spam" / "cur",
+            "--ham",
+            sample_maildir / "ham" / "cur",
+        ).exit_code
+        == 0
+    )
+    before = model.read_bytes()
+
+    def failing_fsync(fd):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(store.os, "fsync", failing_fsync)
+    result = run(
+        "train",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam" / "new",
+        "--ham",
+        sample_maildir / "ham" / "new",
+    )
+    assert_one_line_error(result, "cannot write model", "Input/output error")
+    monkeypatch.undo()
+    assert model.read_bytes() == before
+
+
+def test_a_real_write_limit_keeps_the_old_model(tmp_path, sample_maildir):
+    """The kernel refuses the write (EFBIG under RLIMIT_FSIZE), no injection."""
+    model = tmp_path / "model.joblib"
+    assert (
+        run(
+            "train",
+            "-m",
+            model,
+            "--spam",
+            sample_maildir / "spam" / "cur",
+            "--ham",
+            sample_maildir / "ham" / "cur",
+        ).exit_code
+        == 0
+    )
+    before = model.read_bytes()
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the default action kills
+        resource.setrlimit(resource.RLIMIT_FSIZE, (len(before) // 2, len(before) // 2))
+
+    done = subprocess.run(
+        [
+            *SPAMNB,
+            "train",
+            "-m",
+            str(model),
+            "--spam",
+            str(sample_maildir / "spam" / "new"),
+            "--ham",
+            str(sample_maildir / "ham" / "new"),
+        ],
+        capture_output=True,
+        preexec_fn=limit_file_size,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    lines = done.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and "cannot write model" in lines[0] and "File too large" in lines[0]
+    assert model.read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+# ---------------------------------------------------------------------------
+# SIGKILL and Ctrl-C
+# ---------------------------------------------------------------------------
+
+
+def copied_mail(root: Path, sample_maildir: Path, copies: int) -> tuple[Path, Path]:
+    """The sample's mail copied with new Message-IDs: enough for work that takes a while."""
+    for label in ("spam", "ham"):
+        sources = [p.read_bytes() for p in sorted((sample_maildir / label).glob("*/*"))]
+        folder = root / label
+        folder.mkdir(parents=True)
+        for copy in range(copies):
+            for number, message in enumerate(sources):
+                marker = f"Message-ID: <copy{copy}.{number}.{label}@faults.test>\n".encode()
+                (folder / f"{copy:03d}{number:03d}").write_bytes(marker + message)
+    return root / "spam", root / "ham"
+
+
+@pytest.fixture(scope="module")
+def more_mail(tmp_path_factory, sample_maildir) -> tuple[Path, Path]:
+    return copied_mail(tmp_path_factory.mktemp("more"), sample_maildir, 12)
+
+
+@pytest.fixture(scope="module")
+def much_more_mail(tmp_path_factory, sample_maildir) -> tuple[Path, Path]:
+    return copied_mail(tmp_path_factory.mktemp("much"), sample_maildir, 80)
+
+
+def model_state(path: Path) -> tuple[int, ...]:
+    """What tells the old model from the new one: the messages it has learnt."""
+    return tuple(load(path).model.class_counts.astype(int).tolist())
+
+
+def spamnb(*args: str | Path, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([*SPAMNB, *map(str, args)], capture_output=True, check=False, **kwargs)
+
+
+def test_sigkill_at_any_moment_leaves_the_old_or_the_new_model(tmp_path, more_mail, sample_maildir):
+    spam, ham = more_mail
+    model, reference = tmp_path / "model.joblib", tmp_path / "reference.joblib"
+    sample = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    assert spamnb("train", "-m", model, *sample).returncode == 0
+    old_state = model_state(model)
+    assert spamnb("train", "-m", reference, *sample).returncode == 0
+    started = time.monotonic()
+    assert spamnb("train", "-m", reference, "--spam", spam, "--ham", ham).returncode == 0
+    duration = time.monotonic() - started
+    new_state = model_state(reference)
+    assert new_state != old_state
+    message = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
+
+    rng = random.Random(7)
+    outcomes = []
+    for round_number in range(12):
+        trainer = subprocess.Popen(
+            [*SPAMNB, "train", "-m", str(model), "--spam", str(spam), "--ham", str(ham)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        if round_number % 2:
+            time.sleep(rng.uniform(0, duration))
+        else:
+            # Aim at the save itself, which is a small part of the run: wait for the
+            # temporary file to appear, then kill somewhere in the writing or renaming.
+            while trainer.poll() is None and not list(tmp_path.glob(".model.joblib.*.tmp")):
+                time.sleep(0.001)
+            time.sleep(rng.uniform(0, 0.15))
+        trainer.kill()
+        trainer.wait()
+        state = model_state(model)  # it loads: the file is whole
+        assert state in (old_state, new_state)
+        outcomes.append(state == new_state)
+        # The table is the model's own or is ignored: the pipe's verdict is the model's.
+        table = load_table(model, table_path(model), trust=False)
+        assert table is None or table.header["model"] is not None
+        score_message(message, model, trust=False)
+        if state == new_state:
+            model.unlink()
+            assert spamnb("train", "-m", model, *sample).returncode == 0
+    assert False in outcomes and True in outcomes, "the kills all landed on one side of the save"
+    # What the killed writers left behind goes with the next training run.
+    assert spamnb("train", "-m", model, *sample).returncode == 0
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("command", ["train", "evaluate"])
+def test_ctrl_c_stops_cleanly_with_status_130(tmp_path, much_more_mail, sample_maildir, command):
+    spam, ham = much_more_mail
+    model = tmp_path / "model.joblib"
+    assert (
+        run(
+            "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+        ).exit_code
+        == 0
+    )
+    before = model.read_bytes()
+    args = {
+        "train": ["train", "-m", str(model), "--spam", str(spam), "--ham", str(ham)],
+        "evaluate": ["evaluate", "--spam", str(spam), "--ham", str(ham), "--folds", "5"],
+    }[command]
+    process = subprocess.Popen([*SPAMNB, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(1.5)
+    assert process.poll() is None, "finished before the interrupt: the test needs more mail"
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert b"Traceback" not in stderr
+    assert stderr.decode().strip().splitlines()[-1] == "spamnb: interrupted"
+    assert model.read_bytes() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_an_interrupt_during_the_save_waits_for_the_whole_pair(
+    tmp_path, sample_maildir, monkeypatch
+):
+    model = tmp_path / "model.joblib"
+    assert (
+        run(
+            "train",
+            "-m",
+            model,
+            "--spam",
+            sample_maildir / "spam" / "cur",
+            "--ham",
+            sample_maildir / "ham" / "cur",
+        ).exit_code
+        == 0
+    )
+    real_write = store._write_atomically
+    calls = []
+
+    def write_then_interrupt(path, write, mode):
+        real_write(path, write, mode)
+        calls.append(path)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # between the model and its table
+
+    monkeypatch.setattr(store, "_write_atomically", write_then_interrupt)
+    spam_filter = load(model)
+    spam_filter.train([b"Subject: new\n\nsomething new"], ["spam"])
+    with pytest.raises(KeyboardInterrupt):
+        save(spam_filter, model)
+    assert len(calls) == 2, "the interrupt cut the pair"
+    assert load_table(model, table_path(model), trust=False) is not None
