@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 SAMPLE := corpora/sample/maildir
 DEMO_MODEL := build/demo/model.joblib
 
-.PHONY: install demo test lint format bench bench-accuracy clean
+.PHONY: install demo test lint format bench bench-accuracy clean fuzz
 
 install: $(STAMP)
 
@@ -43,6 +43,12 @@ bench-scale: $(STAMP)
 # splits of the public corpora (installs the peers from Debian's packages; see bench/).
 bench-accuracy: $(STAMP)
 	$(BIN)/python bench/accuracy.py
+
+# Mutation fuzzing: damaged corpus messages through the tokenizer, the pipe filter and the
+# header readers; failing and slowest inputs land in build/fuzz/ (see docs/reliability.md).
+FUZZ_SECONDS ?= 600
+fuzz: $(STAMP)
+	$(BIN)/python tests/fuzz.py --seconds $(FUZZ_SECONDS)
 
 lint: $(STAMP)
 	$(BIN)/ruff format --check .

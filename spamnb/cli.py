@@ -195,7 +195,10 @@ def _finite_alpha(ctx: click.Context, param: click.Parameter, value: float | Non
     return value
 
 
-SCORING_OPTIONS = ("event_model", "alpha", "min_count", "max_features", "selection", "word_pairs")
+# The tokenizer's settings among them are fixed when a model is created.
+TOKENIZER_OPTIONS = ("word_pairs", "max_bytes", "max_tokens")
+SCORING_OPTIONS = ("event_model", "alpha", "min_count", "max_features", "selection")
+SCORING_OPTIONS += TOKENIZER_OPTIONS
 
 
 def scoring_options(command: Callable) -> Callable:
@@ -206,6 +209,18 @@ def scoring_options(command: Callable) -> Callable:
         kwargs["scoring"] = {name: kwargs.pop(name) for name in SCORING_OPTIONS}
         return command(*args, **kwargs)
 
+    func = click.option(
+        "--max-tokens",
+        type=click.IntRange(min=0),
+        help="Keep at most this many tokens of a message (0: all); fixed when a model is "
+        "created [50,000].",
+    )(func)
+    func = click.option(
+        "--max-bytes",
+        type=click.IntRange(min=0),
+        help="Tokenize only the first this many bytes of a larger message (0: all); fixed "
+        "when a model is created [1,048,576].",
+    )(func)
     func = click.option(
         "--word-pairs/--no-word-pairs",
         default=None,
@@ -407,17 +422,23 @@ def tokenize_with_progress(
 def apply_scoring_options(spam_filter: SpamFilter, scoring: Mapping[str, Any]) -> None:
     """Set the scoring options given on the command line; the rest stay the model's."""
     scoring = dict(scoring)
-    word_pairs = scoring.pop("word_pairs", None)
-    if word_pairs is not None and int(word_pairs) != spam_filter.settings.word_pairs:
+    for name in TOKENIZER_OPTIONS:
+        value = scoring.pop(name, None)
+        current = getattr(spam_filter.settings, name)
+        if value is None or int(value) == current:
+            continue
         # The vocabulary was counted with the model's tokenizer: only a model that
         # has counted nothing yet can take another.
         if len(spam_filter.vocabulary):
-            state = "on" if spam_filter.settings.word_pairs else "off"
+            if name == "word_pairs":
+                state = f"word pairs {'on' if current else 'off'}"
+            else:
+                state = f"--{name.replace('_', '-')} {current}"
             raise fail(
-                f"this model was trained with word pairs {state}; the tokenizer is fixed "
+                f"this model was trained with {state}; the tokenizer is fixed "
                 "when a model is created (train --new starts a new one)"
             )
-        spam_filter.settings = spam_filter.settings._replace(word_pairs=int(word_pairs))
+        spam_filter.settings = spam_filter.settings._replace(**{name: int(value)})
     model = spam_filter.model
     for name, value in scoring.items():
         if value is not None:
@@ -547,6 +568,7 @@ def train(
                 "forgotten": 0,
                 "unknown": 0,
                 "by_class": {},
+                "cut": {"size": 0, "tokens": 0},
             }
             if forgotten_items:
                 tokens = tokenize_with_progress(spam_filter, forgotten_items, "Forgetting")
@@ -563,6 +585,8 @@ def train(
     except ModelFileError as exc:
         raise fail(str(exc)) from None
     by_class = outcome.pop("by_class")
+    for warning in cut_warnings(outcome["cut"], spam_filter.settings, "learnt"):
+        warn(warning["message"])
     summary = {
         "model": str(path),
         **outcome,
@@ -620,6 +644,36 @@ def check_paths_exist(paths: Sequence[str]) -> None:
             raise fail(f"{display_source(path)} does not exist")
 
 
+def cut_warnings(cut: Mapping[str, int], settings: Any, done: str) -> list[dict[str, str]]:
+    """Warnings (``kind`` ``cut``) when the tokenizer's limits cut messages: the counts
+    and rates cannot show it."""
+    warnings = []
+    if cut["size"]:
+        warnings.append(
+            f"{cut['size']:,} messages were larger than {settings.max_bytes:,} bytes; "
+            f"only their first {settings.max_bytes:,} bytes were {done}"
+        )
+    if cut["tokens"]:
+        warnings.append(
+            f"{cut['tokens']:,} messages reached the cap of {settings.max_tokens:,} tokens; "
+            f"the rest of their tokens were not {done}"
+        )
+    return [{"kind": "cut", "message": message} for message in warnings]
+
+
+def tokenizer_cuts(
+    items: Sequence[MailItem], token_lists: Sequence[Sequence[str]], settings: Any
+) -> dict[str, int]:
+    """How many messages the tokenizer's limits cut, beside the limits themselves."""
+    size_limit, token_limit = settings.max_bytes, settings.max_tokens
+    return {
+        "size": sum(len(item.data) > size_limit for item in items) if size_limit else 0,
+        "tokens": sum(len(t) >= token_limit for t in token_lists) if token_limit else 0,
+        "max_bytes": size_limit,
+        "max_tokens": token_limit,
+    }
+
+
 def one_line_summary(summary: dict[str, Any]) -> str:
     totals = ", ".join(f"{c['total']:,} {name}" for name, c in summary["classes"].items())
     return (
@@ -667,7 +721,14 @@ def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     type=click.IntRange(min=1),
     default=DEFAULT_MAX_SIZE,
     show_default=True,
-    help="With --pipe, pass larger messages through unscored (marked so).",
+    help="With --pipe, hold at most this many bytes: a larger message is scored on its "
+    "first bytes (its header says cut=size) and passed on whole.",
+)
+@click.option(
+    "--explain",
+    is_flag=True,
+    help="Under each verdict, the tokens that pushed the message most toward spam and "
+    "toward ham, and what the tokenizer's limits cut.",
 )
 @reader_options
 @scoring_options
@@ -680,6 +741,7 @@ def classify(
     header_name: str,
     exit_zero: bool,
     max_size: int,
+    explain: bool,
     mail_format: str | None,
     recursive: bool,
     scoring: dict[str, Any],
@@ -706,7 +768,11 @@ def classify(
     apply_scoring_options(spam_filter, scoring)
     check_stdin_once(paths)
     check_paths_exist(paths)
-    from .counts import to_vocabulary
+    if explain and spam_filter.positive_class() is None:
+        raise fail(f"--explain needs a model with a spam class (it has {spam_filter.classes})")
+    import numpy as np
+
+    from .counts import cut_flags, to_vocabulary
     from .parallel import BATCH_SIZE, batched, counted_in_order
 
     # Messages are read, counted and scored a batch at a time (one sparse product
@@ -723,7 +789,22 @@ def classify(
             **workers,
         ):
             X = to_vocabulary(counted.tokens, counted.matrix, spam_filter.vocabulary, grow=False)
-            print_verdicts(spam_filter, items, *spam_filter.score_matrix(X), as_json)
+            explanations = None
+            if explain:
+                sizes = [len(item.data) for item in items]
+                by_size, by_tokens = cut_flags(sizes, counted.matrix, spam_filter.settings)
+                tokens = np.asarray(counted.matrix.sum(axis=1)).ravel()
+                explanations = [
+                    {
+                        "bytes": sizes[row],
+                        "tokens": int(tokens[row]),
+                        "cut": {"size": bool(by_size[row]), "tokens": bool(by_tokens[row])},
+                        **spam_filter.explain(X[row]),
+                    }
+                    for row in range(len(items))
+                ]
+            scores = spam_filter.score_matrix(X)
+            print_verdicts(spam_filter, items, *scores, as_json, explanations)
             advance(len(items))
 
 
@@ -734,6 +815,7 @@ def print_verdicts(
     log_odds: Any,
     lengths: Any,
     as_json: bool,
+    explanations: Sequence[dict[str, Any]] | None = None,
 ) -> None:
     from .mail import display_source, message_id
 
@@ -759,9 +841,47 @@ def print_verdicts(
                 "spam_score": float(spam_score[row]) if log_odds is not None else None,
                 "spam_score_logit": float(score_logit[row]) if log_odds is not None else None,
             }
+            if explanations is not None:
+                record["explanation"] = explanations[row]
             print_json(record)
         else:
             click.echo(f"{label}\t{shown:.4f}\t{where}")
+            if explanations is not None:
+                for line in explanation_lines(explanations[row], spam_filter, float(log_odds[row])):
+                    click.echo(f"    {line}")
+
+
+def explanation_lines(
+    explanation: Mapping[str, Any], spam_filter: SpamFilter, log_odds: float
+) -> list[str]:
+    """--explain's lines under a verdict; tokens come from the mail, so they are shown
+    escaped: a token must not be able to move the cursor or recolour the terminal."""
+    settings = spam_filter.settings
+    lines = []
+    if explanation["cut"]["size"]:
+        lines.append(
+            f"cut: only the first {settings.max_bytes:,} of its {explanation['bytes']:,} "
+            "bytes were read"
+        )
+    if explanation["cut"]["tokens"]:
+        lines.append(f"cut: its tokens stop at the cap of {settings.max_tokens:,}")
+    lines.append(
+        f"{explanation['tokens']:,} tokens, {explanation['known_tokens']:,} known to the "
+        f"model; log-odds {log_odds:+.2f} (spam against {explanation['against']})"
+    )
+    for key, toward in (("toward_spam", "spam"), ("toward_other", explanation["against"])):
+        shown = ", ".join(
+            f"{printable(entry['token'])} {entry['log_odds']:+.2f}" for entry in explanation[key]
+        )
+        lines.append(f"toward {toward}: {shown or '(none)'}")
+    return lines
+
+
+def printable(text: str) -> str:
+    """``text`` with control and other unprintable characters as escapes."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 @main.command(cls=MultiPathCommand)
@@ -931,7 +1051,10 @@ def evaluate(
     top_odds = top_odds_section(trained)
     if top_odds:
         report["top_odds"] = top_odds
-    report["warnings"] = report_warnings(labels, top_odds)
+    report["cut"] = tokenizer_cuts(items, token_lists, trained.settings)
+    report["warnings"] = report_warnings(labels, top_odds) + cut_warnings(
+        report["cut"], trained.settings, "used"
+    )
     if predictions_path is not None:
         write_predictions(predictions_path, items, scored)
     if report_path is not None:

@@ -8,11 +8,15 @@ is exactly what Naive Bayes needs (an unseen word carries no evidence either way
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["Vocabulary", "count_matrix", "local_counts", "to_vocabulary"]
+if TYPE_CHECKING:
+    from .tokens import TokenizerSettings
+
+__all__ = ["Vocabulary", "count_matrix", "cut_flags", "local_counts", "to_vocabulary"]
 
 
 class Vocabulary:
@@ -128,3 +132,17 @@ def to_vocabulary(
     # same numbers in another order can differ in the last bit.
     result.sort_indices()
     return result
+
+
+def cut_flags(
+    sizes: Sequence[int], matrix: sp.csr_matrix, settings: TokenizerSettings
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per message, whether the tokenizer read only its first ``max_bytes`` (from the
+    messages' sizes in bytes), and whether its tokens reached the cap ``max_tokens``
+    (from ``matrix``, a row of token counts per message)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    by_size = sizes > settings.max_bytes if settings.max_bytes else np.zeros(len(sizes), bool)
+    by_tokens = np.zeros(len(sizes), bool)
+    if settings.max_tokens:
+        by_tokens = np.asarray(matrix.sum(axis=1)).ravel() >= settings.max_tokens
+    return by_size, by_tokens

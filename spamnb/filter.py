@@ -81,6 +81,10 @@ def subject_line(header_block: bytes) -> str | None:
     return " ".join(match.group(1).decode("utf-8", "replace").split())
 
 
+# Enough tokens to see what drove a verdict, few enough to read.
+EXPLAINED_TOKENS = 10
+
+
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
@@ -291,6 +295,46 @@ class SpamFilter:
         """The most probable class of each row; exact ties never go to spam."""
         columns = predicted_columns(proba, self.classes, self.positive_class())
         return [self.classes[c] for c in columns]
+
+    def explain(self, x: sp.csr_matrix, n: int = EXPLAINED_TOKENS) -> dict[str, Any]:
+        """Why one message (a row of counts over this vocabulary) scored as it did.
+
+        Against the other class most likely for it, the ``n`` tokens that pushed it most
+        toward spam and toward that class, with what each added to the log-odds (a
+        token counts once in the models that count presence); ``known_tokens`` is how
+        many of its token occurrences the model scores.
+        """
+        positive = self.positive_class()
+        if positive is None or len(self.classes) < 2:
+            raise ValueError(f"the model needs a spam class and another ({self.classes})")
+        x = sp.csr_matrix(x)
+        jll = self.model.joint_log_likelihood(x)[0]
+        negative = max(
+            (c for c in self.classes if c != positive), key=lambda c: jll[self.classes.index(c)]
+        )
+        columns = x.indices[x.indices < self.model.n_features]
+        counts = x.data[x.indices < self.model.n_features]
+        times = np.ones_like(counts) if self.model.by_presence else counts
+        added = self.model.token_weights(positive, negative)[columns] * times
+        known = self.model.active_features()[columns]
+
+        def rows(order: np.ndarray) -> list[dict[str, Any]]:
+            return [
+                {
+                    "token": self.vocabulary.tokens[columns[i]],
+                    "count": int(counts[i]),
+                    "log_odds": float(added[i]),
+                }
+                for i in order[:n]
+            ]
+
+        order = np.argsort(added, kind="stable")
+        return {
+            "against": negative,
+            "known_tokens": int(counts[known].sum()),
+            "toward_spam": rows(np.array([i for i in order[::-1] if added[i] > 0], dtype=int)),
+            "toward_other": rows(np.array([i for i in order if added[i] < 0], dtype=int)),
+        }
 
     def top_odds(
         self, positive: str, negative: str, n: int, min_count: int = 1

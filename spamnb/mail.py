@@ -30,8 +30,13 @@ Supported sources and how a PATH is recognised when no format is forced
     ``From SENDER ...`` that also carries a weekday and an ``hh:mm`` time, as
     every mbox writer puts the delivery date there. Requiring the date keeps
     a body line such as "From the desk of ..." in a single message from turning
-    it into an mbox. Read with ``mailbox.mbox``; each item's bytes omit the
-    ``From_`` line.
+    it into an mbox. Messages are split at the same envelope lines (and at the
+    first line), so such a body line stays in its message, as in mbox readers
+    that check the line (mutt) rather than split at every ``From `` (Python's
+    ``mailbox.mbox``, which cut such a message in two and skipped the second part
+    as not mail).
+    Each item's bytes omit the ``From_`` line, and a blank line (LF) before the
+    next one or at the end, as ``mailbox.mbox`` returns them.
 ``file``
     Any other regular file (or a named pipe): one message, bytes untouched,
     including a leading ``From_`` line as in the SpamAssassin corpus. ``-`` is one
@@ -54,7 +59,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -69,9 +74,11 @@ _SNIFF_BYTES = 4096
 _SCAN_CHUNK = 1 << 20
 
 _FIRST_LINE = re.compile(rb"From |[!-9;-~]+[ \t]*:")
-_NEXT_ENVELOPE = re.compile(
-    rb"\n\r?\nFrom [^\s]+[ \t][^\r\n]*?(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[^\r\n]*?\d\d?:\d\d"
-)
+# An envelope line (see _is_envelope) after a blank line.
+_BLANK_THEN_FROM = re.compile(rb"\n\r?\n(?=From )")
+_ENVELOPE_TO_WEEKDAY = re.compile(rb"From [^\s]+[ \t][^\r\n]*?(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)")
+_TIME = re.compile(rb"\d\d?:\d\d")
+_LINE_BREAK = re.compile(rb"[\r\n]")
 # Longest line the envelope pattern may need across a chunk boundary, plus slack;
 # real envelope lines are well under 100 bytes.
 _SCAN_OVERLAP = 512
@@ -272,7 +279,7 @@ def _scan_file(path: str, keep: bool) -> tuple[str, bytes | None]:
             chunks = [head]
             window = head
             while True:
-                if _NEXT_ENVELOPE.search(window, start):
+                if _has_envelope_after_blank(window, start):
                     return "mbox", None
                 more = fh.read(_SCAN_CHUNK)
                 if not more:
@@ -285,6 +292,25 @@ def _scan_file(path: str, keep: bool) -> tuple[str, bytes | None]:
             return "file", b"".join(chunks) if keep else None
     except OSError as exc:
         raise _os_error(path, exc) from None
+
+
+def _is_envelope(data: bytes, pos: int = 0) -> bool:
+    """Whether the line at data[pos] is an envelope line: "From ", a sender, a blank,
+    then on the same line a weekday and after it an hh:mm time."""
+    # One pattern for all of it tried every weekday on the line with a search for a
+    # time to the line's end after each: quadratic in a long line of weekdays
+    # ("From x MonMonMon...": 18 s for 60 kB).  A time after a later weekday is after
+    # the first one too, so only the first is tried.
+    weekday = _ENVELOPE_TO_WEEKDAY.match(data, pos)
+    if weekday is None:
+        return False
+    line_end = _LINE_BREAK.search(data, weekday.end())
+    stop = line_end.start() if line_end is not None else len(data)
+    return _TIME.search(data, weekday.end(), stop) is not None
+
+
+def _has_envelope_after_blank(data: bytes, start: int) -> bool:
+    return any(_is_envelope(data, m.end()) for m in _BLANK_THEN_FROM.finditer(data, start))
 
 
 def detect_format(path: Path) -> str:
@@ -532,40 +558,68 @@ def _iter_maildir(
 
 
 def _iter_mbox(path: str, skip: SkipHandler) -> Iterator[MailItem]:
-    # mailbox pulls in the email package; the pipe classifier never needs it.
-    import mailbox
-
     try:
-        with open(path, "rb") as fh:
-            head = fh.read(_SNIFF_BYTES)
+        fh = open(path, "rb")  # noqa: SIM115 - a with block below closes it
     except OSError as exc:
         raise _os_error(path, exc) from None
-    if not head:
-        raise MailSourceError(f"{_show(path)} is empty")
-    if not _starts_with_from(head):
-        raise MailSourceError(f"{_show(path)} is not an mbox file (it does not start with 'From ')")
-    try:
-        box = mailbox.mbox(path, create=False)
-    except (OSError, mailbox.Error) as exc:
-        raise _mailbox_error(path, exc) from None
-    try:
+    with fh:
         try:
-            keys = sorted(box.iterkeys())
-        except (OSError, mailbox.Error) as exc:
-            raise _mailbox_error(path, exc) from None
-        for number, key in enumerate(keys, start=1):
-            source = f"{path}:{number}"
+            head = fh.read(_SNIFF_BYTES)
+            fh.seek(0)
+        except OSError as exc:
+            raise _os_error(path, exc) from None
+        if not head:
+            raise MailSourceError(f"{_show(path)} is empty")
+        if not _starts_with_from(head):
+            raise MailSourceError(
+                f"{_show(path)} is not an mbox file (it does not start with 'From ')"
+            )
+        messages = _mbox_messages(fh)
+        number = 0
+        while True:
             try:
-                data = box.get_bytes(key)
-            except (OSError, mailbox.Error, KeyError) as exc:
-                raise _mailbox_error(path, exc) from None
+                data = next(messages, None)
+            except OSError as exc:
+                raise _os_error(path, exc) from None
+            if data is None:
+                return
+            number += 1
+            source = f"{path}:{number}"
             problem = _mail_problem(data)
             if problem is None:
                 yield MailItem(source, data)
             else:
                 skip(source, problem)
-    finally:
-        box.close()
+
+
+def _mbox_messages(lines: Iterable[bytes]) -> Iterator[bytes]:
+    """The messages of an mbox file (its lines), each without its envelope line.
+
+    A message starts at the first "From " line and at each envelope line after a
+    blank line; lines before the first are not in any message.  A blank line (LF
+    only, as mailbox.mbox reads it on POSIX) just before the next message or at the
+    end of the file belongs to the format, not to the message.
+    """
+    message: list[bytes] | None = None
+    after_blank = False
+    for line in lines:
+        if line.startswith(b"From ") and (message is None or (after_blank and _is_envelope(line))):
+            if message is not None:
+                yield _mbox_message(message)
+            message = []
+            after_blank = False
+            continue
+        if message is not None:
+            message.append(line)
+        after_blank = line in (b"\n", b"\r\n")
+    if message is not None:
+        yield _mbox_message(message)
+
+
+def _mbox_message(lines: list[bytes]) -> bytes:
+    if lines and lines[-1] == b"\n":
+        lines.pop()
+    return b"".join(lines)
 
 
 def _iter_mh(

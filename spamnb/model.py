@@ -296,6 +296,19 @@ class NaiveBayes:
             return X
         return X[:, : self.n_features]
 
+    def token_weights(self, positive: str, negative: str) -> np.ndarray:
+        """What each feature adds to log P(positive|x) - log P(negative|x) when present
+        (by presence) or per occurrence (multinomial); features the model ignores add
+        nothing.  For a Bernoulli model this is the present word's term against the
+        absent one's, since the absent terms of all words are part of the constant."""
+        if self.event_model == "bernoulli":
+            weights = self._bernoulli_parts()[0]
+        else:
+            weights = self.feature_log_prob()
+        difference = weights[self.classes.index(positive)] - weights[self.classes.index(negative)]
+        difference[~self.active_features()] = 0.0
+        return difference
+
     def log_odds_ratios(self, positive: str, negative: str) -> np.ndarray:
         """log P(w|positive) - log P(w|negative) for every feature."""
         log_prob = self.feature_log_prob()

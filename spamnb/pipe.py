@@ -19,6 +19,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import BinaryIO, TextIO
 
+    from .tokens import TokenizerSettings
+
 __all__ = [
     "EXIT_CODES",
     "EXIT_ERROR",
@@ -31,7 +33,7 @@ __all__ = [
 ]
 
 # bogofilter's exit codes, which procmail and maildrop users already know.
-EXIT_CODES = {"Spam": 0, "Ham": 1, "Unsure": 2, "Unscored": 1}
+EXIT_CODES = {"Spam": 0, "Ham": 1, "Unsure": 2}
 EXIT_ERROR = 3
 DEFAULT_MAX_SIZE = 1024 * 1024
 
@@ -129,21 +131,24 @@ def verdict_and_score(
     return "Unsure", score
 
 
-def verdict_header(verdict: str, score: float | None, version: str, reason: str = "") -> str:
-    """The header's value, built only from spamnb's own values (nothing from the mail)."""
-    parts = [verdict]
-    if score is not None:
-        parts.append(f"score={score:.4f}")
-    if reason:
-        parts.append(f"reason={reason}")
+def verdict_header(verdict: str, score: float, version: str, cut: str = "") -> str:
+    """The header's value, built only from spamnb's own values (nothing from the mail).
+
+    ``cut`` says what was not scored: ``size`` (only the message's first bytes),
+    ``tokens`` (the tokenizer's cap was reached) or ``size+tokens``.
+    """
+    parts = [verdict, f"score={score:.4f}"]
+    if cut:
+        parts.append(f"cut={cut}")
     parts.append(f"version={version}")
     return ", ".join(parts)
 
 
 def score_message(
     data: bytes, model_path: str | os.PathLike[str], *, trust: bool
-) -> tuple[str, float]:
-    """Verdict and calibrated spam score: from the scoring table, else from the model.
+) -> tuple[str, float, str]:
+    """Verdict, calibrated spam score and what the tokenizer's limits cut (see
+    :func:`verdict_header`): from the scoring table, else from the model.
 
     Both roads score with the table's arithmetic (the model's table is built in
     memory when the file is missing or stale), so a message gets the same verdict
@@ -158,8 +163,10 @@ def score_message(
     if table is not None:
         try:
             settings = TokenizerSettings.from_dict(table.header["tokenizer"])
-            log_odds, length = table.evidence(tokenize(data, settings))
-            return verdict_and_score(log_odds, length, table.header["calibration"])
+            tokens = tokenize(data, settings)
+            log_odds, length = table.evidence(tokens)
+            verdict, score = verdict_and_score(log_odds, length, table.header["calibration"])
+            return verdict, score, _cut(data, tokens, settings)
         except (KeyError, IndexError, TypeError, ValueError):
             pass  # a damaged table: the model itself still scores
     from .store import load
@@ -175,7 +182,19 @@ def score_message(
     else:
         _, all_log_odds, lengths = spam_filter.score_tokens(tokens)
         log_odds, length = float(all_log_odds[0]), float(lengths[0])
-    return verdict_and_score(log_odds, length, spam_filter.calibration.to_dict())
+    verdict, score = verdict_and_score(log_odds, length, spam_filter.calibration.to_dict())
+    return verdict, score, _cut(data, tokens[0], spam_filter.settings)
+
+
+def _cut(data: bytes, tokens: list[str], settings: TokenizerSettings) -> str:
+    from .tokens import was_capped
+
+    cuts = []
+    if settings.max_bytes and len(data) > settings.max_bytes:
+        cuts.append("size")
+    if was_capped(tokens, settings):
+        cuts.append("tokens")
+    return "+".join(cuts)
 
 
 def run(
@@ -193,8 +212,10 @@ def run(
 
     Mail is never lost: whatever fails (model, tokenizer, memory), the message is
     written unchanged, one line goes to stderr, and the status is EXIT_ERROR.  At
-    most ``max_size`` + 1 bytes are held in memory: a larger message is passed on
-    unscored, its header written with the first part and the rest copied through.
+    most ``max_size`` + 1 bytes are held in memory: a larger message is scored on its
+    first ``max_size`` bytes, its header written with them and the rest copied
+    through.  Passing it on unscored instead would let a spammer slip past the
+    filter by padding a message.
     """
     from . import __version__
 
@@ -207,13 +228,11 @@ def run(
         model_problem = check_model(model_path, trust)
         if model_problem:
             raise ValueError(model_problem)
-        if len(data) > max_size:
-            too_large = True
-            verdict = "Unscored"
-            value = verdict_header(verdict, None, __version__, reason="too-large")
-        else:
-            verdict, score = score_message(data, model_path, trust=trust)
-            value = verdict_header(verdict, score, __version__)
+        too_large = len(data) > max_size
+        verdict, score, cut = score_message(data[:max_size], model_path, trust=trust)
+        if too_large and not cut.startswith("size"):
+            cut = f"size+{cut}" if cut else "size"
+        value = verdict_header(verdict, score, __version__, cut)
         output = insert_header(data, header_name, value, complete=not too_large)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the mail must get through
         return pass_through(data, stdin, stdout, stderr, describe(exc))

@@ -17,22 +17,28 @@ replacement give its share, in CPU seconds for that corpus on a busy machine.
 
 Mail is written by adversaries, so nothing here may raise: a part that cannot be
 parsed or decoded contributes what can be salvaged plus a token that says what went
-wrong (such defects are themselves good spam evidence).
+wrong (such defects are themselves good spam evidence).  Nor may anything take time
+more than linear in the message's size: where a pattern or a library function
+searched the same text again and again, it is replaced by code that does not, and
+tests/test_worst_cases.py times each on text made to provoke it.
 """
 
 from __future__ import annotations
 
 import codecs
 import email
+import email.base64mime
 import email.errors
 import email.header
 import email.message
+import email.quoprimime
+import email.utils
 import math
 import re
 from collections import namedtuple
 from functools import lru_cache
 
-__all__ = ["DEFAULT_SETTINGS", "TOKENIZER_VERSION", "TokenizerSettings", "tokenize"]
+__all__ = ["DEFAULT_SETTINGS", "TOKENIZER_VERSION", "TokenizerSettings", "tokenize", "was_capped"]
 
 
 # Bump whenever a change makes the same message give other tokens: a model trained by
@@ -58,16 +64,27 @@ TOKENIZER_VERSION = 2
 #   two thirds, and left SpamAssassin's even (36 and 34 errors); pairs at gaps of
 #   2 or 3 words (full OSB) were no better than adjacent ones.  Models of tokenizer
 #   version 1 have no pairs.
+# - max_tokens: a message's tokens stop after this many (0: no cap); see tokenize.
+# - max_bytes: only a message's first this many bytes are read (0: all); see tokenize.
 # A named tuple rather than a dataclass: importing dataclasses costs the pipe filter's
 # start-up several milliseconds.
 _SettingsFields = namedtuple(
     "_SettingsFields",
-    ["version", "min_word_length", "max_word_length", "max_text_chars", "word_pairs"],
-    defaults=(TOKENIZER_VERSION, 2, 12, 100_000, 1),
+    [
+        "version",
+        "min_word_length",
+        "max_word_length",
+        "max_text_chars",
+        "word_pairs",
+        "max_tokens",
+        "max_bytes",
+    ],
+    defaults=(TOKENIZER_VERSION, 2, 12, 100_000, 1, 50_000, 1 << 20),
 )
 
-# What a stored setting meant before it was stored: a version-1 model has no pairs.
-_LEGACY_SETTINGS = {"word_pairs": 0}
+# What a stored setting meant before it was stored: a version-1 model has no pairs,
+# and a model stored before the limits existed had none.
+_LEGACY_SETTINGS = {"word_pairs": 0, "max_tokens": 0, "max_bytes": 0}
 
 
 class TokenizerSettings(_SettingsFields):
@@ -110,7 +127,14 @@ _CODE_MONEY = (
     rf"|(?<=[eE])(?<!\w.)(?i:ur)\s?\d{_AMOUNT}"
     rf"|(?<=[gG])(?<!\w.)(?i:bp)\s?\d{_AMOUNT}"
 )
-_AMOUNT_WORD_MONEY = rf"(?<=\d)(?<!\w.){_AMOUNT}\s?(?i:usd|eur|gbp|dollars|euros|pounds)\b"
+# An amount before a currency word may start at any digit after a comma, and each such
+# start scanned the rest of its run of digits and commas for the word: quadratic in a
+# long "1,1,1,..." (40 kB of it took 77 s).  Bounded to 32 characters (enough for
+# "1,000,000,000,000,000,000,000,000"), each start's scan is short.  Only a longer
+# run, which no corpus message has, reads differently: from a later start (a smaller
+# amount) or not at all.
+_WORD_AMOUNT = r"[\d,]{0,31}(?:\.\d+)?"
+_AMOUNT_WORD_MONEY = rf"(?<=\d)(?<!\w.){_WORD_AMOUNT}\s?(?i:usd|eur|gbp|dollars|euros|pounds)\b"
 _MONEY_RE = re.compile(rf"[$€£¥uUeEgG\d](?:{_SYMBOL_MONEY}|{_CODE_MONEY}|{_AMOUNT_WORD_MONEY})")
 _MONEY_WITHOUT_CODES_RE = re.compile(rf"[$€£¥\d](?:{_SYMBOL_MONEY}|{_AMOUNT_WORD_MONEY})")
 _SYMBOL_MONEY_RE = re.compile(rf"[$€£¥]\s?\d{_AMOUNT}")
@@ -131,6 +155,23 @@ _IPV4_ASCII_RE = re.compile(_IPV4_RE.pattern, re.ASCII)
 _FOLDED_HOST_ASCII_RE = re.compile(r"[a-z0-9](?<!\w.)(?:[a-z0-9-]{0,62}\.)+[a-z]{2,24}\b", re.ASCII)
 _ADDRESS_RE = re.compile(r"([a-z0-9._%+=-]+)@([a-z0-9.-]+\.[a-z]{2,24})", re.IGNORECASE)
 _SPACE_RE = re.compile(r"\s+")
+# The same matches found in linear time; see _hosts and _addresses.  _HOST_STARTS are
+# the places where a host pattern can match, _HOST_CHAINS the labels and dots it
+# takes from there; an address whose user part starts a run of its characters.
+_HOST_STARTS = {
+    _HOST_RE: re.compile(r"(?<!\w)[a-zA-Z0-9\u0130\u0131\u017f\u212a]"),
+    _FOLDED_HOST_ASCII_RE: re.compile(r"(?<!\w)[a-z0-9]", re.ASCII),
+}
+_HOST_CHAINS = {
+    _HOST_RE: re.compile(r"[a-zA-Z0-9\u0130\u0131\u017f\u212a](?i:(?:[a-z0-9-]{0,62}\.)+)"),
+    _FOLDED_HOST_ASCII_RE: re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}\.)+", re.ASCII),
+}
+_ADDRESS_AT_RUN_START_RE = re.compile(
+    r"(?<![a-z0-9._%+=-])([a-z0-9._%+=-]+)@([a-z0-9.-]+\.[a-z]{2,24})", re.IGNORECASE
+)
+# Below these lengths the plain findall cannot take long, and it is faster.
+_SHORT_WORD = 64
+_SHORT_TEXT = 256
 
 
 # ---------------------------------------------------------------------------
@@ -434,6 +475,7 @@ _START_TAG_EXTENT_RE = re.compile(
     re.VERBOSE,
 )
 _TAG_NAME_RE = re.compile(r"([a-zA-Z][^\t\n\r\f />\x00]*)(?:\s|/(?!>))*")
+_TAG_NAME_END_RE = re.compile(r"[\t\n\r\f />\x00]")
 _ATTRIBUTE_RE = re.compile(
     r"""((?<=['"\s/])[^\s/>][^\s/=>]*)
     (\s*=+\s*('[^']*'|"[^"]*"|(?!['"])[^>\s]*))?
@@ -466,7 +508,7 @@ def _html_to_text(markup: str) -> tuple[str, list[tuple[str, str]], int]:
     links: list[tuple[str, str]] = []
     tags = hidden = pos = 0
     n = len(markup)
-    absent = [n + 1, n + 1]  # where no ">", no comment end follows (as far as known)
+    absent = [n + 1, n + 1, n + 1, n + 1, 0, n + 1, -1]  # see _html_slow_step
     scan = _HTML_TOKEN_RE.finditer
     try:
         while pos < n:
@@ -554,21 +596,28 @@ def _html_slow_step(
     """The construct at markup[i] == "<" as html.parser handles it; returns where it ends
     (-1: the rest of the part is script or style), the tag count and the hiding depth.
 
-    ``absent`` holds the positions from which, as far as known, no ">" and no comment
-    end follow: html.parser searches the rest of the part again at each unfinished
-    construct, quadratic in a part made of them ("<!--x" 20,000 times).
+    html.parser searches the rest of the part again at each unfinished construct,
+    quadratic in a part made of them ("<!--x" 20,000 times; "<a\nb\nc" 5,000 times
+    took 7.7 s).  ``absent`` holds what is known of the rest of the part, so that
+    nothing is searched for twice: the positions from which, as far as known, no
+    ">", no comment end, no "]]>" and no "]>" follow; how many start tags turned out
+    unfinished after a search (see _start_tag_end); and that the first character
+    that can end a tag name at or after absent[5] is at absent[6] (-1: none).
     """
     append = chunks.append
     following = markup[i + 1 : i + 2]
     if following in _ASCII_LETTERS:
-        k = _start_tag_end(markup, i)
+        k = _start_tag_end(markup, i, absent)
         if k >= 0:
             m = _TAG_NAME_RE.match(markup, i + 1)
             tag = m.group(1).lower()
             j = m.end()
             attributes = []
+            # After a bounded search (see _start_tag_end), the attributes may not look
+            # past the tag's end either.
+            limit = len(markup) if absent[4] < _MAX_UNFINISHED_TAGS else k
             while j < k:
-                m = _ATTRIBUTE_RE.match(markup, j)
+                m = _ATTRIBUTE_RE.match(markup, j, limit)
                 if not m:
                     break
                 name, rest, value = m.group(1, 2, 3)
@@ -616,7 +665,7 @@ def _html_slow_step(
             k = -1
             absent[1] = min(absent[1], i + 4)
     elif markup.startswith("<![", i):
-        k = _marked_section_end(markup, i)
+        k = _marked_section_end(markup, i, absent)
     else:  # "<!" or "<?": up to the next ">"
         k = _find_gt(markup, i + 2, absent)
         if k >= 0:
@@ -645,21 +694,57 @@ def _find_gt(markup: str, start: int, absent: list[int]) -> int:
     return k
 
 
-def _start_tag_end(markup: str, i: int) -> int:
-    """Where the start tag at i ends by html.parser's rules; -1 if it is unfinished."""
-    j = _START_TAG_EXTENT_RE.match(markup, i).end()
-    following = markup[j : j + 1]
+# Unfinished start tags of a part searched to its end before the searches stop at
+# _TAG_WINDOW characters (see _start_tag_end).  No corpus HTML part has more than one.
+_MAX_UNFINISHED_TAGS = 16
+_TAG_WINDOW = 128
+
+
+def _start_tag_end(markup: str, i: int, absent: list[int]) -> int:
+    """Where the start tag at i ends by html.parser's rules; -1 if it is unfinished.
+
+    Its tolerant pattern runs past "<" and through quoted ">", so an unfinished tag
+    takes a search to the end of the part (or to an "=" before an unclosed quote),
+    and the text after it, up to the next "<" or ">", is all it consumes.  Without a
+    ">" after the tag, the search can end only there, and (the one other outcome)
+    at a NUL just after the tag name if that does not end in a quote or blank: that
+    much is decided without the search.  Otherwise quoted ">" (as in '<a b=">"' repeated)
+    can still make each tag search far: after _MAX_UNFINISHED_TAGS such tags in a
+    part, the searches stop at _TAG_WINDOW characters, and a tag not finished by
+    then is taken for unfinished.  That changes what such a part reads as, but
+    keeps it linear.
+    """
+    if i + 1 >= absent[0]:
+        # The name's end, remembered: tag names may run over "<" to the same end.
+        if not absent[5] <= i + 2 <= (absent[6] if absent[6] >= 0 else len(markup)):
+            name_end = _TAG_NAME_END_RE.search(markup, i + 2)
+            absent[5], absent[6] = i + 2, name_end.start() if name_end else -1
+        j = absent[6]
+        if j >= 0 and markup[j] == "\x00":
+            # After a quote or blank (\v, U+00A0...) in the name, attributes follow.
+            last = markup[j - 1]
+            if last not in "'\"" and not last.isspace():
+                return j
+        return -1
+    n = len(markup)
+    end = n if absent[4] < _MAX_UNFINISHED_TAGS else min(n, i + _TAG_WINDOW)
+    j = _START_TAG_EXTENT_RE.match(markup, i, end).end()
+    following = markup[j : j + 1] if end == n or j < end - 1 else ""
     if following == ">":
         return j + 1
-    if following == "/":
-        return j + 2 if markup.startswith("/>", j) else -1
-    if not following or following == "=" or following in _ASCII_LETTERS:
-        return -1
-    return j
+    if following == "/" and markup.startswith("/>", j):
+        return j + 2
+    if following not in ("", "/", "=") and following not in _ASCII_LETTERS:
+        return j
+    absent[4] += 1
+    return -1
 
 
-def _marked_section_end(markup: str, i: int) -> int:
-    """Where the marked section ("<![CDATA[...]]>", "<![if ...]>") at i ends, or -1."""
+def _marked_section_end(markup: str, i: int, absent: list[int]) -> int:
+    """Where the marked section ("<![CDATA[...]]>", "<![if ...]>") at i ends, or -1.
+
+    (``absent`` as for _html_slow_step: an unfinished one searches to the end.)
+    """
     n = len(markup)
     m = _DECLARATION_NAME_RE.match(markup, i + 3)
     if i + 3 == n or (m and m.end() == n):
@@ -668,17 +753,24 @@ def _marked_section_end(markup: str, i: int) -> int:
         raise _BrokenHtml
     name = m.group().strip().lower()
     if name in ("temp", "cdata", "ignore", "include", "rcdata"):
-        m = _MARKED_SECTION_END_RE.search(markup, i + 3)
+        slot, end_re = 2, _MARKED_SECTION_END_RE
     elif name in ("if", "else", "endif"):
-        m = _MS_MARKED_SECTION_END_RE.search(markup, i + 3)
+        slot, end_re = 3, _MS_MARKED_SECTION_END_RE
     else:
         raise _BrokenHtml
-    return m.end() if m else -1
+    m = end_re.search(markup, i + 3) if i + 3 < absent[slot] else None
+    if m is None:
+        absent[slot] = min(absent[slot], i + 3)
+        return -1
+    return m.end()
 
 
 # ---------------------------------------------------------------------------
 # Decoding
 # ---------------------------------------------------------------------------
+
+
+_MAX_PUNYCODE_BYTES = 1024
 
 
 def _decode_bytes(payload: bytes, charset: str | None) -> tuple[str, str | None]:
@@ -693,6 +785,12 @@ def _decode_bytes(payload: bytes, charset: str | None) -> tuple[str, str | None]
         try:
             codec = codecs.lookup(charset).name
         except (LookupError, ValueError):
+            codec = None
+            trouble = "charset:unknown"
+        if codec == "punycode" and len(payload) > _MAX_PUNYCODE_BYTES:
+            # Python decodes punycode in time quadratic in its length (it inserts each
+            # character into the string built so far): 80 kB took 0.6 s.  It is
+            # meant for domain labels of 63 characters, not mail.
             codec = None
             trouble = "charset:unknown"
         if codec:
@@ -717,7 +815,7 @@ def _header_text(value: object) -> str:
         return ""
     raw = str(value) if not isinstance(value, email.header.Header) else value.encode()
     try:
-        parts = email.header.decode_header(raw)
+        parts = _decode_header(raw)
     except Exception:  # noqa: BLE001 - a broken encoded word is kept as written
         return raw
     out = []
@@ -728,6 +826,119 @@ def _header_text(value: object) -> str:
     return "".join(out) if len(parts) > 1 else (out[0] if out else "")
 
 
+def _decode_header(header: str) -> list[tuple[bytes | str | None, str | None]]:
+    """email.header.decode_header(header), the same result in time linear in its length.
+
+    The library's version is quadratic three ways in a long field: its pattern for
+    an encoded word scans to the end of the line from each "=?" that has no "?="
+    after it ("=?x?q?a" 20,000 times took 33 s), it deletes the blanks between
+    encoded words one list deletion at a time, and it joins the words by adding
+    bytes to bytes.  This is its code with those three steps done in one pass.
+    """
+    if not _encoded_words(header):
+        return [(header, None)]
+    words: list[tuple[str, str | None, str | None]] = []
+    for line in header.splitlines():
+        unencoded_from = 0
+        first = True
+        for start, end, charset, encoding, encoded in _encoded_words(line):
+            unencoded = line[unencoded_from:start]
+            if first:
+                unencoded = unencoded.lstrip()
+                first = False
+            if unencoded:
+                words.append((unencoded, None, None))
+            words.append((encoded, encoding.lower(), charset.lower()))
+            unencoded_from = end
+        unencoded = line[unencoded_from:]
+        if first:
+            unencoded = unencoded.lstrip()
+        if unencoded:
+            words.append((unencoded, None, None))
+    # Blanks between two encoded words are dropped (as are encoded blanks there).
+    dropped = {
+        n - 1
+        for n in range(2, len(words))
+        if words[n][1] and words[n - 2][1] and words[n - 1][0].isspace()
+    }
+    if dropped:
+        words = [word for n, word in enumerate(words) if n not in dropped]
+    decoded: list[tuple[bytes | str, str | None]] = []
+    for encoded_string, encoding, charset in words:
+        if encoding is None:
+            decoded.append((encoded_string, charset))
+        elif encoding == "q":
+            decoded.append((email.quoprimime.header_decode(encoded_string), charset))
+        else:
+            padding = len(encoded_string) % 4
+            if padding:
+                encoded_string += "==="[: 4 - padding]
+            # binascii.Error, which the library turns into HeaderParseError.
+            decoded.append((email.base64mime.decode(encoded_string), charset))
+    collapsed: list[tuple[bytes | str | None, str | None]] = []
+    run: list[bytes] | None = None
+    run_charset = None
+    for word, charset in decoded:
+        if isinstance(word, str):
+            word = bytes(word, "raw-unicode-escape")
+        if run is None:
+            run, run_charset = [word], charset
+        elif charset != run_charset:
+            collapsed.append((b"".join(run), run_charset))
+            run, run_charset = [word], charset
+        elif run_charset is None:
+            run += (b" ", word)
+        else:
+            run.append(word)
+    collapsed.append((None if run is None else b"".join(run), run_charset))
+    return collapsed
+
+
+def _encoded_words(text: str) -> list[tuple[int, int, str, str, str]]:
+    """What email.header.ecre finds in text (start, end, charset, encoding, encoded
+    text of each encoded word), without its rescanning.
+
+    An encoded word is "=?", a charset up to the next "?", "q" or "b" in either
+    case, "?", and the encoded text up to the next "?=" before a line feed.  The
+    next "?=" and line feed are remembered, so no stretch of text is searched for
+    them twice.
+    """
+    found = []
+    find = text.find
+    n = len(text)
+    # The first "?=" and line feed at or after *_from are at *_at (-1: none).
+    end_at = newline_at = -1
+    end_from = newline_from = n + 1
+    pos = find("=?")
+    while pos >= 0:
+        question = find("?", pos + 2)
+        if question < 0:
+            break
+        if question + 2 < n and text[question + 1] in "qQbB" and text[question + 2] == "?":
+            begin = question + 3
+            if not (end_from <= begin and (end_at < 0 or begin <= end_at)):
+                end_at, end_from = find("?=", begin), begin
+            if end_at < 0:
+                # No encoded word can end in the rest of the text.
+                break
+            if not (newline_from <= begin and (newline_at < 0 or begin <= newline_at)):
+                newline_at, newline_from = find("\n", begin), begin
+            if newline_at < 0 or newline_at > end_at:
+                found.append(
+                    (
+                        pos,
+                        end_at + 2,
+                        text[pos + 2 : question],
+                        text[question + 1],
+                        text[begin:end_at],
+                    )
+                )
+                pos = find("=?", end_at + 2)
+                continue
+        pos = find("=?", pos + 1)
+    return found
+
+
 # ---------------------------------------------------------------------------
 # Headers
 # ---------------------------------------------------------------------------
@@ -736,13 +947,46 @@ _ADDRESS_FIELDS = ("from", "reply-to", "return-path", "sender")
 _RECIPIENT_FIELDS = ("to", "cc")
 
 
+def _addresses(text: str) -> list[re.Match[str]]:
+    """The matches of _ADDRESS_RE.finditer(text) in a long text, in time linear in it.
+
+    findall tried the address pattern at every character of a run of user-part
+    characters, and each try scanned the run to its end: quadratic in a long run
+    without a valid "@domain" after it (a 20 kB "To:" took 6 s).  But a user part
+    runs to the end of its run, so every try inside the run ends the same way as
+    the first; only the first is made.
+    """
+    found = []
+    pos = 0
+    while True:
+        # A match ending inside a run leaves the rest of the run to be tried where it
+        # ended; otherwise only starts of runs.
+        m = _ADDRESS_RE.match(text, pos) or _ADDRESS_AT_RUN_START_RE.search(text, pos + 1)
+        if m is None:
+            return found
+        found.append(m)
+        pos = m.end()
+
+
 def _address_tokens(field: str, text: str, tokens: list[str]) -> None:
-    found = _ADDRESS_RE.findall(text)
+    if len(text) <= _SHORT_TEXT:
+        found = _ADDRESS_RE.findall(text)
+        name = _ADDRESS_RE.sub(" ", text) if found else text
+    else:
+        matches = _addresses(text)
+        found = [m.groups() for m in matches]
+        # _ADDRESS_RE.sub(" ", text), from the matches already found.
+        pieces = []
+        pos = 0
+        for m in matches:
+            pieces += (text[pos : m.start()], " ")
+            pos = m.end()
+        pieces.append(text[pos:])
+        name = "".join(pieces)
     for user, domain in found:
         domain = domain.casefold()
         tokens.append(f"{field}:addr:{user.casefold()}@{domain}")
         tokens += [f"{field}:domain:{suffix}" for suffix in _domain_suffixes(domain)]
-    name = _ADDRESS_RE.sub(" ", text) if found else text
     for word in name.replace('"', " ").split():
         word = word.strip("<>()',").casefold()
         if len(word) >= 2:
@@ -761,14 +1005,46 @@ def _received_tokens(text: str, tokens: list[str]) -> None:
     # Addresses and hosts have dots and no blanks, so only the dotted words need
     # scanning; joined by spaces they keep the boundaries (\b) the line gave them.
     # (20% faster: a received line is mostly dates, ids and words.)
-    text = " ".join([word for word in text.split() if "." in word])
+    words = [word for word in text.split() if "." in word]
+    text = " ".join(words)
     for a, b, c, _d in ipv4.findall(text):
         # Prefixes, because spam hops between addresses in the same provider's block.
         tokens += (f"received:{a}", f"received:{a}.{b}", f"received:{a}.{b}.{c}")
     # (A host ends in letters, so it is never an IPv4 address, which version 2
     # tested for each.)
-    for host in hosts.findall(text):
+    if len(text) <= _SHORT_TEXT or max(map(len, words)) <= _SHORT_WORD:
+        found = hosts.findall(text)
+    else:
+        found = _hosts(hosts, text)
+    for host in found:
         tokens += _received_host_tokens(host)
+
+
+def _hosts(pattern: re.Pattern[str], text: str) -> list[str]:
+    """pattern.findall(text) for a host pattern, in time linear in the text.
+
+    findall tries the pattern at each letter or digit after a dot, hyphen or blank,
+    and each try follows the labels and dots from there: quadratic in a long word
+    of short labels without a domain at its end ("a.a.a...a1": 13 s for 40 kB).
+    A try that fails has found no domain after any of the labels it followed, and a
+    try from inside them would follow the same labels further on, so it would fail
+    too: those starts are passed over.
+    """
+    starts = _HOST_STARTS[pattern].search
+    chain = _HOST_CHAINS[pattern].match
+    match = pattern.match
+    found = []
+    pos = 0
+    while (start := starts(text, pos)) is not None:
+        i = start.start()
+        m = match(text, i)
+        if m is not None:
+            found.append(m.group())
+            pos = m.end()
+        else:
+            labels = chain(text, i)
+            pos = labels.end() if labels is not None else i + 1
+    return found
 
 
 @lru_cache(maxsize=4096)
@@ -800,16 +1076,28 @@ def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> l
     # whether used or not, as before, in case that raises.  Skipping both for the
     # many fields that are only counted saved 0.4 s (all header tokens: 1.36 s ->
     # 0.75 s).
+    # Like the body, the values read are cut at max_text_chars, in total: decoding
+    # an 8-bit value takes 2 microseconds a character, and a value's words become
+    # tokens, so a header block of megabytes took seconds and gigabytes (a 1 MB
+    # "Subject:" made 670,000 tokens).  No corpus header block has over 15,000 characters.
+    budget = settings.max_text_chars
+    content_type = None
     for name, value in msg.raw_items():
         field = _FIELD_NAMES.get(name)
         if field is None:
             field = _field_name(name)
         names.append(field)
-        if value.__class__ is str and value.isascii() and "=?" not in value:
-            text = value
-        else:
-            text = _header_text(fetch(name, value))
         kind = _FIELD_KINDS.get(field)
+        plain = value.__class__ is str and value.isascii() and "=?" not in value
+        if plain and kind is None:
+            continue
+        if budget <= 0:
+            continue
+        if value.__class__ is str:
+            if len(value) > budget:
+                value = value[:budget]
+            budget -= len(value)
+        text = value if plain else _header_text(fetch(name, value))
         if kind is None:
             continue
         if kind == 1:
@@ -819,13 +1107,20 @@ def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> l
         elif kind == 3:
             _address_tokens(field, text, tokens)
         elif kind == 4:
-            found = _ADDRESS_RE.findall(text)
-            append(f"{field}:count:{min(len(found), 10)}")
-            tokens += [f"{field}:domain:{domain.casefold()}" for _user, domain in found]
+            if len(text) <= _SHORT_TEXT:
+                domains = [domain for _user, domain in _ADDRESS_RE.findall(text)]
+            else:
+                domains = [m.group(2) for m in _addresses(text)]
+            append(f"{field}:count:{min(len(domains), 10)}")
+            tokens += [f"{field}:domain:{domain.casefold()}" for domain in domains]
         elif kind == 5:
             append(f"x-mailer:{_SPACE_RE.sub(' ', text.strip().casefold())[:40]}")
         elif kind == 6:
-            append("content-type:" + msg.get_content_type())
+            # Once: the message's type is found by a search of its fields, so a
+            # search for each of thousands of Content-Type fields was quadratic.
+            if content_type is None:
+                content_type = "content-type:" + msg.get_content_type()
+            append(content_type)
         else:
             host = text.rsplit("@", 1)[-1].strip(" <>").casefold() if "@" in text else ""
             append("message-id:host:" + (host if _HOST_RE.fullmatch(host) else "other"))
@@ -934,9 +1229,84 @@ _LINE_END_RE = re.compile(r"\r\n|\r|\n")
 # feedparser's test for a header line (email.feedparser.headerRE).
 _HEADER_LINE_RE = re.compile(r"From |[\x21-\x39\x3b-\x7e]*:|[\t ]")
 
+# Multiparts nested deeper than this are not opened: their parts are one attachment
+# of type multipart/*.  Each level scans its part of the message for its boundary, so
+# deep nesting costs time in proportion to depth times size (and feedparser, which
+# used to get such mail when Python's recursion limit stopped this parser, took 0.14 s
+# per thousand lines at a depth of 400).  No corpus message nests deeper than 3.
+_MAX_MIME_DEPTH = 50
+
+# feedparser reads each line through every open multipart and message/* part, so
+# its time grows with the number of lines times the depth of nesting.  When an upper
+# bound of that (lines times the number of fields that could open a level) passes
+# this, the message is not given to it: it is tokenized as unparsable.  The corpus
+# messages that need feedparser stay below 1,000.
+_MAX_FEEDPARSER_WORK = 2_000_000
+_NESTING_FIELD_RE = re.compile(rb"(?i)boundary\*?\d*\*?[ \t]*=|message/")
+
 
 class _NotPlain(Exception):
     """Mail that _parse leaves to feedparser."""
+
+
+def _split_params(value: str) -> list[str]:
+    """email.message._parseparam(value): a field's parameters as written, split at the
+    semicolons outside double quotes, each name lower-cased.
+
+    The library's version copies the rest of the field at each semicolon and counts
+    the quotes from the start of a parameter again at each semicolon inside quotes:
+    quadratic in a long field (a Content-Type of 80,000 ";a=b" took 1.3 s).  This one
+    counts each stretch once.
+    """
+    n = len(value)
+    count = value.count
+    params = []
+    start = 0
+    while True:
+        end = value.find(";", start)
+        if end > start:
+            quotes = count('"', start, end) - count('\\"', start, end)
+            while quotes % 2:
+                # Inside a quoted string: the parameter goes on to the next semicolon.
+                following = value.find(";", end + 1)
+                if following < 0:
+                    end = -1
+                    break
+                quotes += count('"', end, following) - count('\\"', end, following)
+                end = following
+        if end < 0:
+            end = n
+        param = value[start:end]
+        if "=" in param:
+            name, _, rest = param.partition("=")
+            param = name.strip().lower() + "=" + rest.strip()
+        params.append(param.strip())
+        if end >= n:
+            return params
+        start = end + 1
+
+
+class _Message(email.message.Message):
+    """email.message.Message, its parameters split by _split_params.
+
+    Everything that reads a parameter (get_param, get_boundary, get_filename,
+    get_content_charset, and feedparser for a multipart's boundary) goes through
+    _get_params_preserve; this is the library's code with the one call replaced.
+    """
+
+    def _get_params_preserve(self, failobj: object, header: str) -> object:
+        missing = object()
+        value = self.get(header, missing)
+        if value is missing:
+            return failobj
+        params = []
+        for param in _split_params(str(value)):
+            name, equals, param_value = param.partition("=")
+            if equals:
+                params.append((name.strip(), param_value.strip()))
+            else:
+                params.append((param.strip(), ""))
+        return email.utils.decode_params(params)
 
 
 def _parse(data: bytes) -> email.message.Message:
@@ -954,18 +1324,29 @@ def _parse(data: bytes) -> email.message.Message:
     and multipart/digest parts, odd header lines, a multipart without its first
     boundary or with two boundary lines in a row) goes to feedparser: 10 of the
     11,218 messages of SpamAssassin and Enron1.  Parsing went from 1.22 s to 0.36 s.
+
+    Two departures bound the time hostile mail takes: multiparts nested deeper than
+    _MAX_MIME_DEPTH are not opened, and mail too deeply nested for feedparser's time
+    (see _MAX_FEEDPARSER_WORK) raises ValueError.
     """
     text = data.decode("ascii", "surrogateescape")
     try:
-        return _parse_entity(text, 0, len(text), True)
-    except Exception:  # noqa: BLE001 - _NotPlain, or whatever feedparser raises too
-        return email.message_from_bytes(data)
+        return _parse_entity(text, 0, len(text), 0)
+    except Exception:  # noqa: BLE001 - _NotPlain, or whatever feedparser may decide
+        pass
+    # feedparser makes its own copy, so this one (two bytes a byte of 8-bit mail) goes.
+    del text
+    lines = data.count(b"\n") + data.count(b"\r")
+    levels = sum(1 for _ in _NESTING_FIELD_RE.finditer(data))
+    if lines * levels > _MAX_FEEDPARSER_WORK:
+        raise ValueError("too deeply nested for feedparser")
+    return email.message_from_bytes(data, _class=_Message)
 
 
-def _parse_entity(text: str, start: int, end: int, top: bool) -> email.message.Message:
-    """The message or part in text[start:end], as feedparser reads it."""
+def _parse_entity(text: str, start: int, end: int, depth: int) -> email.message.Message:
+    """The message (depth 0) or part in text[start:end], as feedparser reads it."""
     pos = start
-    msg = email.message.Message()
+    msg = _Message()
     if text.startswith("From ", start, end):
         # An mbox envelope line, taken off a first line only.
         line_end = _LINE_END_RE.search(text, start, end)
@@ -974,11 +1355,14 @@ def _parse_entity(text: str, start: int, end: int, top: bool) -> email.message.M
     fields = _HEADER_FIELDS_RE.findall(text, pos, end)
     rest = fields.pop()[2] if fields and not fields[-1][0] else ""
     body_start = end - len(rest)
-    if rest:
-        separator = _LINE_END_RE.match(rest)
+    # The rest is a copy of the part's body: kept while its parts are read, one at
+    # each level of nesting would add up to 50 copies of the message.
+    del rest
+    if body_start < end:
+        separator = _LINE_END_RE.match(text, body_start, end)
         if separator is not None:
-            body_start += separator.end()
-        elif _HEADER_LINE_RE.match(rest):
+            body_start = separator.end()
+        elif _HEADER_LINE_RE.match(text, body_start, end):
             # A header line that is not a plain field.
             raise _NotPlain
         else:
@@ -987,11 +1371,11 @@ def _parse_entity(text: str, start: int, end: int, top: bool) -> email.message.M
     for name, value, _rest in fields:
         msg.set_raw(name, value.rstrip("\r\n"))
     maintype = msg.get_content_maintype()
-    if maintype == "multipart":
-        _parse_multipart(text, msg, body_start, end)
+    if maintype == "multipart" and depth < _MAX_MIME_DEPTH:
+        _parse_multipart(text, msg, body_start, end, depth)
     elif maintype == "message":
         raise _NotPlain
-    elif top:
+    elif not depth:
         msg.set_payload(text[body_start:end])
     else:
         # The line break before a boundary line belongs to the boundary.
@@ -1005,7 +1389,7 @@ def _without_line_end(text: str) -> str:
     )
 
 
-def _parse_multipart(text: str, msg: email.message.Message, pos: int, end: int) -> None:
+def _parse_multipart(text: str, msg: email.message.Message, pos: int, end: int, depth: int) -> None:
     """The parts of a multipart whose body is text[pos:end], as feedparser reads them.
 
     text[pos:end] holds no boundary line of an enclosing multipart: feedparser ends
@@ -1035,7 +1419,7 @@ def _parse_multipart(text: str, msg: email.message.Message, pos: int, end: int) 
         if part_start >= end or (line is not None and line[0] == part_start):
             # Nothing or another boundary line after a boundary line.
             raise _NotPlain
-        part = _parse_entity(text, part_start, line[0] if line else end, False)
+        part = _parse_entity(text, part_start, line[0] if line else end, depth + 1)
         msg.attach(part)
         if part.is_multipart() and part.epilogue is not None:
             part.epilogue = _without_line_end(part.epilogue) if part.epilogue else None
@@ -1074,9 +1458,29 @@ def _boundary_line(text: str, separator: str, pos: int, end: int) -> tuple[int, 
 
 def tokenize(data: bytes, settings: TokenizerSettings = DEFAULT_SETTINGS) -> list[str]:
     """All tokens of one raw message.  Never raises: any input yields a token list."""
+    # Like the token cap below, the size limit bounds what one message can cost, here
+    # before parsing, where a 50 MB message would cost most.  The first megabyte holds
+    # the header and the start of every part a reader sees; no corpus message is
+    # larger, and a spammer who pads a message gets it scored on that megabyte.
+    if settings.max_bytes and len(data) > settings.max_bytes:
+        data = data[: settings.max_bytes]
     try:
         msg = _parse(data)
-        return _header_tokens(msg, settings) + _body_tokens(msg, settings)
+        tokens = _header_tokens(msg, settings) + _body_tokens(msg, settings)
     except Exception:  # noqa: BLE001 - last resort: the words of the raw bytes
         text = data[: settings.max_text_chars].decode("latin-1")
-        return ["parse:failed", *_words(text, settings)]
+        tokens = ["parse:failed", *_words(text, settings)]
+    # The token cap bounds what one message can cost downstream (memory and time
+    # for counting, storing and scoring its tokens), however it was built.  The
+    # first tokens are kept, so the header's come first.  It is never reached on
+    # the corpora: their largest message has 27,763 tokens.
+    cap = settings.max_tokens
+    if cap and len(tokens) > cap:
+        del tokens[cap:]
+    return tokens
+
+
+def was_capped(tokens: list[str], settings: TokenizerSettings) -> bool:
+    """Whether ``tokens`` (of one message, tokenized with ``settings``) may have lost
+    some to the token cap: the cap is on and they reached it."""
+    return bool(settings.max_tokens) and len(tokens) >= settings.max_tokens

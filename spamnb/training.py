@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .counts import to_vocabulary
+from .counts import cut_flags, to_vocabulary
 from .filter import SpamFilter
 from .parallel import counted_in_order
 
@@ -94,10 +94,17 @@ def learn_batches(
     sample_size: int = CALIBRATION_SAMPLE,
 ) -> dict[str, Any]:
     """Learn batches of (raw messages, labels) as :meth:`SpamFilter.learn` learns, then
-    refit the calibration once; returns the summed outcome of every batch."""
-    outcome: dict[str, Any] = {"learned": 0, "moved": 0, "known": 0, "by_class": {}}
+    refit the calibration once; returns the summed outcome of every batch, with
+    ``cut``: how many messages the tokenizer's limits cut (see :func:`counts.cut_flags`)."""
+    outcome: dict[str, Any] = {
+        "learned": 0,
+        "moved": 0,
+        "known": 0,
+        "by_class": {},
+        "cut": {"size": 0, "tokens": 0},
+    }
     sample = CalibrationSample(sample_size)
-    for (_, batch_labels), counted in counted_in_order(
+    for (batch_messages, batch_labels), counted in counted_in_order(
         batches,
         lambda batch: batch[0],
         spam_filter.settings,
@@ -107,6 +114,11 @@ def learn_batches(
         with_digests=True,
     ):
         labels = list(batch_labels)
+        by_size, by_tokens = cut_flags(
+            [len(data) for data in batch_messages], counted.matrix, spam_filter.settings
+        )
+        outcome["cut"]["size"] += int(by_size.sum())
+        outcome["cut"]["tokens"] += int(by_tokens.sum())
         X = to_vocabulary(counted.tokens, counted.matrix, spam_filter.vocabulary, grow=True)
         assert counted.digests is not None
         batch_outcome, rows = spam_filter.learn_matrix(X, labels, counted.digests)

@@ -106,3 +106,73 @@ def test_stdin_only_once(model):
     assert_one_line_error(
         run("classify", "-m", model, "-", "-", input=b"Subject: x\n\ny\n"), "once"
     )
+
+
+@pytest.fixture(scope="module")
+def limited_model(tmp_path_factory, sample_maildir):
+    """A model whose tokenizer limits are small enough for the sample's mail to hit."""
+    path = tmp_path_factory.mktemp("limited") / "model.joblib"
+    result = run(
+        "train",
+        "-m",
+        path,
+        "--max-bytes",
+        "3000",
+        "--max-tokens",
+        "60",
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+    )
+    assert result.exit_code == 0, result.output
+    # Training says what the limits cut: the counts alone cannot show it.
+    assert "bytes were learnt" in result.stderr and "cap of 60 tokens" in result.stderr
+    return path
+
+
+def test_explain_shows_what_drove_the_verdict_and_what_was_cut(limited_model, sample_maildir):
+    big = max(sample_maildir.glob("*/*/*"), key=lambda p: p.stat().st_size)
+    assert big.stat().st_size > 3000
+    result = run("classify", "--explain", "-m", limited_model, big)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split("\t")[2].endswith(big.name)
+    details = [line.strip() for line in lines[1:]]
+    assert f"cut: only the first 3,000 of its {big.stat().st_size:,} bytes were read" in details
+    assert "cut: its tokens stop at the cap of 60" in details
+    assert any(d.startswith("60 tokens, ") and "log-odds" in d for d in details)
+    assert any(d.startswith("toward spam: ") for d in details)
+    assert any(d.startswith("toward ham: ") for d in details)
+
+    record = json.loads(run("classify", "--explain", "--json", "-m", limited_model, big).stdout)
+    explanation = record["explanation"]
+    assert explanation["bytes"] == big.stat().st_size and explanation["tokens"] == 60
+    assert explanation["cut"] == {"size": True, "tokens": True}
+    assert explanation["against"] == "ham" and 0 < explanation["known_tokens"] <= 60
+    weights = [e["log_odds"] for e in explanation["toward_spam"]]
+    assert weights == sorted(weights, reverse=True) and all(w > 0 for w in weights)
+    assert all(e["log_odds"] < 0 for e in explanation["toward_other"])
+
+
+def test_explain_without_cuts_and_without_explain(model, sample_maildir):
+    message = sorted((sample_maildir / "ham" / "cur").iterdir())[0]
+    plain = run("classify", "-m", model, message).stdout
+    explained = run("classify", "--explain", "-m", model, message).stdout
+    assert explained.startswith(plain) and "cut:" not in explained
+    assert "explanation" not in json.loads(run("classify", "--json", "-m", model, message).stdout)
+
+
+def test_explained_tokens_cannot_drive_the_terminal():
+    from spamnb.cli import printable
+
+    assert printable("cheap") == "cheap"
+    assert printable("subject:\x1b[2Jgone\x07") == "subject:\\x1b[2Jgone\\x07"
+    assert printable("naïve\u202eevil") == "naïve\\u202eevil"
+
+
+def test_a_model_keeps_its_tokenizer_limits(limited_model, sample_maildir):
+    result = run(
+        "train", "-m", limited_model, "--max-tokens", "100", "--spam", sample_maildir / "spam"
+    )
+    assert_one_line_error(result, "--max-tokens 60", "train --new")

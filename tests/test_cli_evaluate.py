@@ -264,3 +264,18 @@ def test_folds_errors(tmp_path, sample_maildir):
         run("evaluate", "--spam", sample_maildir / "spam", "--folds", "3"), "two classes"
     )
     assert run("evaluate", *mail, "--folds", "1").exit_code == 2
+
+
+def test_messages_cut_by_the_tokenizer_limits_are_counted(sample_maildir):
+    common = ["evaluate", "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+    common += ["--test-size", "0.3", "--seed", "1"]
+    report = run_json(*common)
+    assert report["cut"] == {"size": 0, "tokens": 0, "max_bytes": 1_048_576, "max_tokens": 50_000}
+    assert not [w for w in report["warnings"] if w["kind"] == "cut"]
+    limited = run_json(*common, "--max-tokens", "60", "--max-bytes", "3000")
+    sizes = [p.stat().st_size for p in sample_maildir.glob("*/*/*")]
+    assert limited["cut"]["size"] == sum(size > 3000 for size in sizes)
+    assert 0 < limited["cut"]["tokens"] <= len(sizes)
+    assert [w["kind"] for w in limited["warnings"]].count("cut") == 2
+    human = run(*common, "--max-tokens", "60")
+    assert "reached the cap of 60 tokens" in human.stderr

@@ -308,3 +308,28 @@ def test_held_out_scores_equal_those_of_a_copy_without_the_messages(event_model,
         np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
     # The model itself is untouched.
     assert model.class_counts.sum() == 90
+
+
+@pytest.mark.parametrize("event_model", EVENT_MODELS)
+def test_explained_token_weights_add_up_to_the_log_odds(event_model):
+    from spamnb.filter import SpamFilter
+
+    spam_filter = SpamFilter(model=NaiveBayes(event_model=event_model, alpha=0.5))
+    spam_filter.train_tokens([text.split() for _, text in TRAIN], [label for label, _ in TRAIN])
+    X = spam_filter.vectorise([["cheap", "cheap", "today", "offer", "unseen"], ["meeting"]])
+    _, log_odds, _ = spam_filter.score_matrix(X)
+    model = spam_filter.model
+    prior = model.class_log_prior()
+    constant = prior[model.classes.index("spam")] - prior[model.classes.index("ham")]
+    if event_model == "bernoulli":
+        absent = model._bernoulli_parts()[1]
+        constant += absent[model.classes.index("spam")] - absent[model.classes.index("ham")]
+    for row in range(2):
+        explanation = spam_filter.explain(X[row], n=100)
+        added = [e["log_odds"] for e in explanation["toward_spam"] + explanation["toward_other"]]
+        assert constant + sum(added) == pytest.approx(log_odds[row])
+        assert explanation["against"] == "ham"
+    first = spam_filter.explain(X[0], n=100)
+    counts = {e["token"]: e["count"] for e in first["toward_spam"] + first["toward_other"]}
+    assert counts["cheap"] == 2 and "unseen" not in counts
+    assert first["known_tokens"] == 4

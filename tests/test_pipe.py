@@ -84,6 +84,6 @@ def test_field_names_and_values():
     assert not is_field_name("") and not is_field_name("X Spam") and not is_field_name("X:Y")
     assert not is_field_name("X-Späm")
     assert verdict_header("Spam", 0.99871, "1.2") == "Spam, score=0.9987, version=1.2"
-    assert verdict_header("Unscored", None, "1.2", "too-large") == (
-        "Unscored, reason=too-large, version=1.2"
+    assert verdict_header("Ham", 0.1, "1.2", "size+tokens") == (
+        "Ham, score=0.1000, cut=size+tokens, version=1.2"
     )

@@ -79,6 +79,11 @@ def test_three_classes(tmp_path, sample_maildir):
         assert table.evidence(tokens[0]) == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
+def same_score(got: tuple, expected: tuple) -> bool:
+    """Verdict and cut equal, score equal to rounding."""
+    return (got[0], got[2]) == (expected[0], expected[2]) and got[1] == pytest.approx(expected[1])
+
+
 def test_a_stale_or_missing_table_falls_back_to_the_model(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
     run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
@@ -89,9 +94,9 @@ def test_a_stale_or_missing_table_falls_back_to_the_model(tmp_path, sample_maild
     old = time.time() - 100
     os.utime(model, (old, old))
     assert load_table(model, table_file, trust=False) is None
-    assert score_message(data, model, trust=False) == pytest.approx(fresh)
+    assert same_score(score_message(data, model, trust=False), fresh)
     table_file.unlink()
-    assert score_message(data, model, trust=False) == pytest.approx(fresh)
+    assert same_score(score_message(data, model, trust=False), fresh)
     # A table copied from another model is not used either.
     other = tmp_path / "other.joblib"
     run(
@@ -164,4 +169,4 @@ def test_an_empty_or_truncated_table_falls_back_to_the_model(tmp_path, sample_ma
     table_file = Path(table_path(model))
     table_file.write_bytes(table_file.read_bytes()[:cut])
     assert load_table(model, table_file, trust=False) is None
-    assert score_message(data, model, trust=False) == pytest.approx(fresh)
+    assert same_score(score_message(data, model, trust=False), fresh)

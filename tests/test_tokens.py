@@ -497,3 +497,146 @@ def test_received_hosts_on_non_ascii_lines():
         "received:mx.example.org",
         "received:example.org",
     ]
+
+
+# ---------------------------------------------------------------------------
+# The token cap, and the linear-time replacements of issue 7, which must read mail
+# as the code they replace did
+# ---------------------------------------------------------------------------
+
+
+def many_words_message() -> bytes:
+    # 33,000 two-letter words fill the 100,000 characters read of a body and make
+    # about 66,000 tokens with their pairs.
+    words = " ".join(chr(97 + i % 26) + chr(97 + i // 26 % 26) for i in range(33_000))
+    return message("Subject: cheap pills", words)
+
+
+def test_tokens_stop_at_the_cap_keeping_the_first():
+    from spamnb.tokens import DEFAULT_SETTINGS
+
+    data = many_words_message()
+    uncapped = tokenize(data, TokenizerSettings(max_tokens=0))
+    assert len(uncapped) > DEFAULT_SETTINGS.max_tokens == 50_000
+    assert tokenize(data) == uncapped[:50_000]
+    # The header's tokens come first, so they survive any cap.
+    assert tokenize(data, TokenizerSettings(max_tokens=3)) == [
+        "subject:cheap",
+        "subject:pills",
+        "subject:cheap pills",
+    ]
+    # Unparsable mail is capped too.
+    junk = TokenizerSettings(max_tokens=5)
+    assert (
+        tokenize(b"\x00" * 10 + b" ab" * 1000, junk) == tokenize(b"\x00" * 10 + b" ab" * 1000)[:5]
+    )
+
+
+def test_was_capped_says_whether_the_cap_was_reached():
+    from spamnb.tokens import DEFAULT_SETTINGS, was_capped
+
+    assert was_capped(tokenize(many_words_message()), DEFAULT_SETTINGS)
+    assert not was_capped(tokenize(message("Subject: hi", "a short note")), DEFAULT_SETTINGS)
+    three = TokenizerSettings(max_tokens=3)
+    assert was_capped(["a", "b", "c"], three) and not was_capped(["a", "b"], three)
+    assert not was_capped(["a"] * 100_000, TokenizerSettings(max_tokens=0))
+
+
+def test_models_stored_before_the_token_cap_have_none():
+    stored = TokenizerSettings().to_dict()
+    assert stored["max_tokens"] == 50_000
+    assert TokenizerSettings.from_dict(stored) == TokenizerSettings()
+    del stored["max_tokens"]
+    assert TokenizerSettings.from_dict(stored).max_tokens == 0
+    assert TokenizerSettings.from_dict({**stored, "max_tokens": 7}).max_tokens == 7
+
+
+# What html.parser (Python 3.11) made of unfinished start tags: each is text up to
+# the next "<", found by a search to the end of the part that the fast scanner skips
+# when no ">" and no NUL follows, and a NUL just after a tag name ends the tag.
+UNFINISHED_MARKUP_AS_VERSION_2_READ_IT = [
+    ("<a\nb\nc<a\nb\nc<a\nb\nc", "<a\nb\nc <a\nb\nc < a\nb\nc"),
+    ("<a<a<a", "<a <a < a"),
+    ('<a b="x <a b="y', '<a b="x  < a b="y'),
+    ("<a\x00b<a\x00c", "<a \x00b <a \x00c"),
+    ('<a"\x00b c', '< a"\x00b c'),
+    ("<![CDATA[x<![CDATA[y", "<![CDATA[x < ![CDATA[y"),
+    ("<![if x<![if y", "<![if x < ![if y"),
+    ('<a b=">"<a b=">"<a b=">" x="', '<a b="> " <a b="> " <a b="> " x="'),
+]
+
+
+@pytest.mark.parametrize(("markup", "expected"), UNFINISHED_MARKUP_AS_VERSION_2_READ_IT)
+def test_unfinished_markup_reads_as_html_parser_read_it(markup, expected):
+    assert tokens_module._html_to_text(markup) == (expected, [], 0)
+
+
+def test_many_unfinished_tags_with_quoted_gt_still_read_as_text_and_links():
+    # After 16 such tags a part's tags are searched 128 characters at most: what
+    # they read as may change, but the text and the tags that end are kept.
+    markup = '<a b=">"' * 100 + '<a href="http://x.example/p">link</a> after'
+    text, links, _tags = tokens_module._html_to_text(markup)
+    assert text.endswith("link  after") and links == [("x.example", "/p")]
+
+
+_ENCODED_WORD_PIECES = st.sampled_from(
+    [
+        *("=?", "?", "?=", "q", "B", "utf-8", "iso-8859-1", "abc", "=41", "_", "YWI", "QUJD="),
+        *("\n", " ", "\t", "\r", "\x85", "\u2028", "=", "é", "=?utf-8?q?", "=?x?b?", "x?="),
+    ]
+)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(_ENCODED_WORD_PIECES, max_size=16).map("".join))
+def test_encoded_words_decode_as_the_email_package_decodes_them(header):
+    def outcome(decode):
+        try:
+            return decode(header)
+        except Exception:  # noqa: BLE001 - both must fail on the same input
+            return "raised"
+
+    assert outcome(tokens_module._decode_header) == outcome(email.header.decode_header)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([";", '"', "\\", '\\"', "=", " ", "a", "charset", "utf-8", "*0*", "'"]),
+        max_size=20,
+    ).map("".join)
+)
+def test_parameters_split_as_the_email_package_splits_them(value):
+    assert tokens_module._split_params(value) == email.message._parseparam(value)
+
+
+_HOST_PIECES = ["a", "b", "1", ".", "-", " ", "_", "com", "ex", "\u212a", "\u0131", "\u017f"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([*_HOST_PIECES, "x" * 63, "y" * 70, "é"]), max_size=30))
+def test_hosts_are_found_as_findall_finds_them(pieces):
+    text = "".join(pieces)
+    for pattern in (tokens_module._HOST_RE, tokens_module._FOLDED_HOST_ASCII_RE):
+        assert tokens_module._hosts(pattern, text) == pattern.findall(text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["a", "@", ".", "com", "-", "_", "%", "+", " ", "<", ",", "c" * 30]),
+        max_size=40,
+    )
+)
+def test_addresses_are_found_as_finditer_finds_them(pieces):
+    # Ten copies make the text long enough for the linear search.
+    text = "".join(pieces) * 10
+    found = [m.span() for m in tokens_module._addresses(text)]
+    assert found == [m.span() for m in tokens_module._ADDRESS_RE.finditer(text)]
+
+
+def test_long_punycode_parts_are_not_decoded():
+    short = message("Subject: x\nContent-Type: text/plain; charset=punycode", "bcher-kva")
+    assert "bücher" in tokenize(short)
+    long = message("Subject: x\nContent-Type: text/plain; charset=punycode", "ab-" + "c" * 2000)
+    assert "charset:unknown" in tokenize(long)
