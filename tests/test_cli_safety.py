@@ -195,3 +195,21 @@ def test_nothing_in_a_message_makes_spamnb_touch_the_system(model, tmp_path):
     # They are only tokens: the hosts and names show up as words, nothing more.
     assert any("evil.test" in t for t in report["tokens"])
     assert not (tmp_path / "spamnb-owned").exists() and not os.path.exists("/tmp/spamnb-owned")
+
+
+def test_a_model_in_the_current_directory_is_never_loaded_implicitly(
+    model, tmp_path, monkeypatch, sample_maildir
+):
+    # A model (a program, to joblib) dropped where spamnb happens to run is not used.
+    workdir = tmp_path / "downloads"
+    workdir.mkdir()
+    for name in ("model.joblib", "spamnb.joblib"):
+        (workdir / name).write_bytes(model.read_bytes())
+    monkeypatch.chdir(workdir)
+    monkeypatch.delenv("SPAMNB_MODEL", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    result = run("classify", sample_maildir / "ham" / "new")
+    assert_one_line_error(result, str(tmp_path / "data" / "spamnb" / "model.joblib"))
+    message = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
+    piped = run("classify", "--pipe", input=message)
+    assert piped.exit_code == 3 and piped.stdout_bytes == message
