@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cli_helpers import assert_one_line_error, run
+from click.testing import Result
 
 from spamnb import store
 from spamnb.filter import SpamFilter
@@ -175,6 +176,16 @@ class FailingFile:
         self.real.close()
 
 
+def train_on(model: Path, sample_maildir: Path, part: str) -> Result:
+    """Train ``model`` on one part (``cur`` or ``new``) of the sample's Maildirs; a first
+    training must succeed, as it is what the faults are tried against."""
+    spam, ham = sample_maildir / "spam" / part, sample_maildir / "ham" / part
+    result = run("train", "-m", model, "--spam", spam, "--ham", ham)
+    if part == "cur":
+        assert result.exit_code == 0, result.output
+    return result
+
+
 def trained_counts(path: Path) -> dict[str, int]:
     spam_filter = load(path)
     return dict(zip(spam_filter.classes, spam_filter.model.class_counts.tolist(), strict=True))
@@ -184,30 +195,13 @@ def trained_counts(path: Path) -> dict[str, int]:
 @pytest.mark.parametrize("budget", [0, 100, 5_000, 60_000])
 def test_a_failed_write_keeps_the_old_model(tmp_path, sample_maildir, monkeypatch, error, budget):
     model = tmp_path / "model.joblib"
-    first = run(
-        "train",
-        "-m",
-        model,
-        "--spam",
-        sample_maildir / "spam" / "cur",
-        "--ham",
-        sample_maildir / "ham" / "cur",
-    )
-    assert first.exit_code == 0
+    train_on(model, sample_maildir, "cur")
     before, table_before = model.read_bytes(), Path(table_path(model)).read_bytes()
     real_fdopen = os.fdopen
     monkeypatch.setattr(
         store.os, "fdopen", lambda fd, *a, **k: FailingFile(real_fdopen(fd, *a, **k), budget, error)
     )
-    result = run(
-        "train",
-        "-m",
-        model,
-        "--spam",
-        sample_maildir / "spam" / "new",
-        "--ham",
-        sample_maildir / "ham" / "new",
-    )
+    result = train_on(model, sample_maildir, "new")
     assert_one_line_error(result, "cannot write model", os.strerror(error))
     monkeypatch.undo()
     assert model.read_bytes() == before
@@ -221,33 +215,14 @@ def test_a_failed_write_keeps_the_old_model(tmp_path, sample_maildir, monkeypatc
 
 def test_a_failed_fsync_keeps_the_old_model(tmp_path, sample_maildir, monkeypatch):
     model = tmp_path / "model.joblib"
-    assert (
-        run(
-            "train",
-            "-m",
-            model,
-            "--spam",
-            sample_maildir / "spam" / "cur",
-            "--ham",
-            sample_maildir / "ham" / "cur",
-        ).exit_code
-        == 0
-    )
+    train_on(model, sample_maildir, "cur")
     before = model.read_bytes()
 
     def failing_fsync(fd):
         raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     monkeypatch.setattr(store.os, "fsync", failing_fsync)
-    result = run(
-        "train",
-        "-m",
-        model,
-        "--spam",
-        sample_maildir / "spam" / "new",
-        "--ham",
-        sample_maildir / "ham" / "new",
-    )
+    result = train_on(model, sample_maildir, "new")
     assert_one_line_error(result, "cannot write model", "Input/output error")
     monkeypatch.undo()
     assert model.read_bytes() == before
@@ -256,18 +231,7 @@ def test_a_failed_fsync_keeps_the_old_model(tmp_path, sample_maildir, monkeypatc
 def test_a_real_write_limit_keeps_the_old_model(tmp_path, sample_maildir):
     """The kernel refuses the write (EFBIG under RLIMIT_FSIZE), no injection."""
     model = tmp_path / "model.joblib"
-    assert (
-        run(
-            "train",
-            "-m",
-            model,
-            "--spam",
-            sample_maildir / "spam" / "cur",
-            "--ham",
-            sample_maildir / "ham" / "cur",
-        ).exit_code
-        == 0
-    )
+    train_on(model, sample_maildir, "cur")
     before = model.read_bytes()
 
     def limit_file_size():
@@ -412,18 +376,7 @@ def test_an_interrupt_during_the_save_waits_for_the_whole_pair(
     tmp_path, sample_maildir, monkeypatch
 ):
     model = tmp_path / "model.joblib"
-    assert (
-        run(
-            "train",
-            "-m",
-            model,
-            "--spam",
-            sample_maildir / "spam" / "cur",
-            "--ham",
-            sample_maildir / "ham" / "cur",
-        ).exit_code
-        == 0
-    )
+    train_on(model, sample_maildir, "cur")
     real_write = store._write_atomically
     calls = []
 

@@ -42,6 +42,15 @@ def deliver(rcfile: Path, message: bytes, env: dict[str, str]) -> int:
     return done.returncode
 
 
+def make_maildirs(home: Path) -> Path:
+    """The recipe's Maildir with its .Junk folder."""
+    maildir = home / "Maildir"
+    for folder in (maildir, maildir / ".Junk"):
+        for sub in ("cur", "new", "tmp"):
+            (folder / sub).mkdir(parents=True)
+    return maildir
+
+
 def delivered(folder: Path) -> list[bytes]:
     return [p.read_bytes() for p in sorted((folder / "new").iterdir())] if folder.exists() else []
 
@@ -60,10 +69,7 @@ def test_procmail_delivers_through_the_readme_recipe(tmp_path, real_corpus, samp
         "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
     )
     assert trained.exit_code == 0
-    maildir = tmp_path / "Maildir"
-    for folder in (maildir, maildir / ".Junk"):
-        for sub in ("cur", "new", "tmp"):
-            (folder / sub).mkdir(parents=True)
+    maildir = make_maildirs(tmp_path)
     rcfile = rcfile_for(tmp_path, model)
     env = {"PATH": os.environ["PATH"]}
 
@@ -106,10 +112,7 @@ def test_a_forged_verdict_does_not_send_ham_to_the_junk_folder(tmp_path, sample_
         "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
     )
     assert trained.exit_code == 0
-    maildir = tmp_path / "Maildir"
-    for folder in (maildir, maildir / ".Junk"):
-        for sub in ("cur", "new", "tmp"):
-            (folder / sub).mkdir(parents=True)
+    maildir = make_maildirs(tmp_path)
     rcfile = rcfile_for(tmp_path, model)
     ham = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
     head, _, body = ham.partition(b"\n\n")
