@@ -665,12 +665,14 @@ def tokenizer_cuts(
     items: Sequence[MailItem], token_lists: Sequence[Sequence[str]], settings: Any
 ) -> dict[str, int]:
     """How many messages the tokenizer's limits cut, beside the limits themselves."""
-    size_limit, token_limit = settings.max_bytes, settings.max_tokens
+    from .tokens import was_capped
+
+    size_limit = settings.max_bytes
     return {
         "size": sum(len(item.data) > size_limit for item in items) if size_limit else 0,
-        "tokens": sum(len(t) >= token_limit for t in token_lists) if token_limit else 0,
+        "tokens": sum(was_capped(tokens, settings) for tokens in token_lists),
         "max_bytes": size_limit,
-        "max_tokens": token_limit,
+        "max_tokens": settings.max_tokens,
     }
 
 

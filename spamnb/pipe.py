@@ -145,10 +145,15 @@ def verdict_header(verdict: str, score: float, version: str, cut: str = "") -> s
 
 
 def score_message(
-    data: bytes, model_path: str | os.PathLike[str], *, trust: bool
+    data: bytes,
+    model_path: str | os.PathLike[str],
+    *,
+    trust: bool,
+    max_size: int | None = None,
 ) -> tuple[str, float, str]:
-    """Verdict, calibrated spam score and what the tokenizer's limits cut (see
-    :func:`verdict_header`): from the scoring table, else from the model.
+    """Verdict, calibrated spam score and what was cut (see :func:`verdict_header`),
+    scoring the first ``max_size`` bytes only: from the scoring table, else from the
+    model.
 
     Both roads score with the table's arithmetic (the model's table is built in
     memory when the file is missing or stale), so a message gets the same verdict
@@ -158,6 +163,8 @@ def score_message(
     from .table import load_table
     from .tokens import TokenizerSettings, tokenize
 
+    size = len(data)
+    data = data[:max_size] if max_size else data
     model_path = os.path.realpath(model_path)  # the table sits beside the real file
     table = load_table(model_path, table_path(model_path), trust=trust)
     if table is not None:
@@ -166,7 +173,7 @@ def score_message(
             tokens = tokenize(data, settings)
             log_odds, length = table.evidence(tokens)
             verdict, score = verdict_and_score(log_odds, length, table.header["calibration"])
-            return verdict, score, _cut(data, tokens, settings)
+            return verdict, score, _cut(size, max_size, tokens, settings)
         except (KeyError, IndexError, TypeError, ValueError):
             pass  # a damaged table: the model itself still scores
     from .store import load
@@ -183,14 +190,16 @@ def score_message(
         _, all_log_odds, lengths = spam_filter.score_tokens(tokens)
         log_odds, length = float(all_log_odds[0]), float(lengths[0])
     verdict, score = verdict_and_score(log_odds, length, spam_filter.calibration.to_dict())
-    return verdict, score, _cut(data, tokens[0], spam_filter.settings)
+    return verdict, score, _cut(size, max_size, tokens[0], spam_filter.settings)
 
 
-def _cut(data: bytes, tokens: list[str], settings: TokenizerSettings) -> str:
+def _cut(size: int, max_size: int | None, tokens: list[str], settings: TokenizerSettings) -> str:
+    """What was not scored of a message of ``size`` bytes: the pipe's own limit and the
+    tokenizer's both cut it to its first bytes."""
     from .tokens import was_capped
 
     cuts = []
-    if settings.max_bytes and len(data) > settings.max_bytes:
+    if any(limit and size > limit for limit in (max_size, settings.max_bytes)):
         cuts.append("size")
     if was_capped(tokens, settings):
         cuts.append("tokens")
@@ -229,9 +238,7 @@ def run(
         if model_problem:
             raise ValueError(model_problem)
         too_large = len(data) > max_size
-        verdict, score, cut = score_message(data[:max_size], model_path, trust=trust)
-        if too_large and not cut.startswith("size"):
-            cut = f"size+{cut}" if cut else "size"
+        verdict, score, cut = score_message(data, model_path, trust=trust, max_size=max_size)
         value = verdict_header(verdict, score, __version__, cut)
         output = insert_header(data, header_name, value, complete=not too_large)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the mail must get through

@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import base64
 import hashlib
-import importlib.util
 import io
 import math
 import multiprocessing
@@ -55,7 +54,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from types import ModuleType
+
+# The tests' own way to find and unpack the corpora (this script runs from tests/).
+from conftest import _load_fetch, corpus_mirror
 
 from spamnb import __version__
 
@@ -63,8 +64,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPORA = ("spamassassin", "enron1")
 # Messages per label the start-up model learns from: enough for real verdicts.
 TRAIN_PER_LABEL = 250
-# Mutants are cut here: the pipe filter scores up to 1 MB, so larger mutants also
-# take its too-large road, without letting repetition eat the machine's memory.
+# Mutants are cut here: the pipe filter scores the first 1 MiB, so larger mutants also
+# take its road for large mail, without letting repetition eat the machine's memory.
 MAX_MUTANT_BYTES = 3 << 20
 # The worker's address space limit: a memory blow-up becomes a MemoryError to report
 # instead of a machine shared with others swapping.
@@ -75,31 +76,11 @@ SAVED_PER_KIND = 3
 # cost of a pipe run no longer dominates: what grows faster than its size shows.
 RATE_MIN_BYTES = 64 << 10
 HEADER_NAME = "X-Spamnb"
-# spamnb.pipe's limit (checked at start-up): larger mail passes unscored.
+# spamnb.pipe's limit (checked at start-up): larger mail is scored on its first bytes.
 DEFAULT_MAX_SIZE = 1024 * 1024
 
 
 # --- the corpora and the model ----------------------------------------------------------
-
-
-def _load_fetch() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "spamnb_fuzz_fetch", ROOT / "corpora" / "fetch.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Its dataclasses look the module up in sys.modules while they are built.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def corpus_mirror() -> Path | None:
-    """The archive mirror the tests use: $SPAMNB_CORPUS_MIRROR, else ../shared/corpora."""
-    if os.environ.get("SPAMNB_CORPUS_MIRROR"):
-        return Path(os.environ["SPAMNB_CORPUS_MIRROR"])
-    shared = ROOT.parent / "shared" / "corpora"
-    return shared if shared.is_dir() else None
 
 
 @dataclass(frozen=True)

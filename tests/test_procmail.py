@@ -42,6 +42,15 @@ def deliver(rcfile: Path, message: bytes, env: dict[str, str]) -> int:
     return done.returncode
 
 
+def trained_model(home: Path, sample_maildir: Path) -> Path:
+    model = home / "model.joblib"
+    trained = run(
+        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    assert trained.exit_code == 0
+    return model
+
+
 def make_maildirs(home: Path) -> Path:
     """The recipe's Maildir with its .Junk folder."""
     maildir = home / "Maildir"
@@ -64,11 +73,7 @@ def as_procmail_stores(message: bytes) -> bytes:
 
 @pytest.mark.corpus
 def test_procmail_delivers_through_the_readme_recipe(tmp_path, real_corpus, sample_maildir):
-    model = tmp_path / "model.joblib"
-    trained = run(
-        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
-    )
-    assert trained.exit_code == 0
+    model = trained_model(tmp_path, sample_maildir)
     maildir = make_maildirs(tmp_path)
     rcfile = rcfile_for(tmp_path, model)
     env = {"PATH": os.environ["PATH"]}
@@ -107,11 +112,7 @@ def test_procmail_defers_when_spamnb_fails(tmp_path, sample_maildir):
 
 
 def test_a_forged_verdict_does_not_send_ham_to_the_junk_folder(tmp_path, sample_maildir):
-    model = tmp_path / "model.joblib"
-    trained = run(
-        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
-    )
-    assert trained.exit_code == 0
+    model = trained_model(tmp_path, sample_maildir)
     maildir = make_maildirs(tmp_path)
     rcfile = rcfile_for(tmp_path, model)
     ham = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
