@@ -38,7 +38,9 @@ from __future__ import annotations
 
 import argparse
 import email
-import email.policy
+import email.errors
+import email.header
+import email.message
 import hashlib
 import json
 import os
@@ -529,8 +531,15 @@ def run_sa_bayes(split: Split, scratch: Path) -> Outcome:
 
 
 def message_text(data: bytes) -> str:
-    message = email.message_from_bytes(data, policy=email.policy.default)
-    parts = [str(message.get("subject", ""))]
+    """The Subject and the decoded text parts, as a scikit-learn user would feed them.
+
+    The parse uses the standard library's default (compat32) policy, the fast one: with
+    email.policy.default the same text took 6 to 8 times as long (8.3 s against 1.0 s
+    for the 4,232 training messages), which made scikit-learn look far slower than the
+    2.1 s the speed issue measured for it.
+    """
+    message = email.message_from_bytes(data)
+    parts = [decoded_subject(message)]
     for part in message.walk():
         if part.get_content_maintype() != "text" or part.is_multipart():
             continue
@@ -541,6 +550,17 @@ def message_text(data: bytes) -> str:
         except LookupError:  # a charset Python does not know
             parts.append(payload.decode("latin-1"))
     return "\n".join(parts)
+
+
+def decoded_subject(message: email.message.Message) -> str:
+    raw = message.get("subject")
+    if raw is None:
+        return ""
+    try:
+        text = str(email.header.make_header(email.header.decode_header(str(raw))))
+    except (LookupError, UnicodeError, ValueError, email.errors.HeaderParseError):
+        text = str(raw)
+    return re.sub(r"\r?\n[ \t]+", " ", text)
 
 
 def run_sklearn(split: Split) -> dict[str, Outcome]:

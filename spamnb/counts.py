@@ -7,7 +7,9 @@ is exactly what Naive Bayes needs (an unseen word carries no evidence either way
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -85,14 +87,16 @@ def local_counts(token_lists: Sequence[Sequence[str]]) -> tuple[list[str], sp.cs
     Workers count this way, knowing nothing of the model; :func:`to_vocabulary` then
     maps the columns onto the model's.
     """
-    index: dict[str, int] = {}
-    # setdefault with the current size numbers a new token in one dict operation: half
-    # the time of Vocabulary.add, on the hottest loop of training.
-    number = index.setdefault
+    # A missing token is numbered by the dict's own size, all inside C: map runs no
+    # Python code per token, on the hottest loop of training (a fifth faster than
+    # setdefault(token, len(index)) in a list comprehension, three times Vocabulary.add).
+    index: defaultdict[str, int] = defaultdict()
+    index.default_factory = index.__len__
+    number = index.__getitem__
     columns: list[int] = []
     indptr = np.zeros(len(token_lists) + 1, dtype=np.int64)
     for row, tokens in enumerate(token_lists):
-        columns.extend([number(token, len(index)) for token in tokens])
+        columns.extend(map(number, tokens))
         indptr[row + 1] = len(columns)
     indices = np.asarray(columns, dtype=np.int64)
     data = np.ones(len(indices), dtype=np.float64)
@@ -110,14 +114,12 @@ def to_vocabulary(
     mapped in message order build the very vocabulary that counting all the messages
     at once builds.  Without it, tokens the vocabulary lacks are dropped.
     """
+    index = vocabulary.index
     if grow:
         add = vocabulary.add
-        columns = np.fromiter((add(token) for token in tokens), dtype=np.int64, count=len(tokens))
+        columns = np.fromiter(map(add, tokens), dtype=np.int64, count=len(tokens))
     else:
-        lookup = vocabulary.index.get
-        columns = np.fromiter(
-            (lookup(token, -1) for token in tokens), dtype=np.int64, count=len(tokens)
-        )
+        columns = np.fromiter(map(index.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
     mapped = columns[matrix.indices] if len(tokens) else matrix.indices.astype(np.int64)
     shape = (matrix.shape[0], len(vocabulary))
     if grow or (mapped >= 0).all():

@@ -27,7 +27,7 @@ from spamnb.filter import SpamFilter
 from spamnb.paths import table_path
 from spamnb.pipe import score_message
 from spamnb.store import FILE_MAGIC, HEADER_SIZE, ModelFileError, load, save
-from spamnb.table import load_table
+from spamnb.table import BLOCK, load_table
 
 SPAMNB = [sys.executable, "-m", "spamnb"]
 
@@ -126,11 +126,43 @@ def test_a_damaged_scoring_table_is_not_used(tmp_path, sample_maildir):
         flipped = bytearray(data)
         flipped[position] ^= 1 << rng.randrange(8)
         table_file.write_bytes(bytes(flipped))
-        assert load_table(model, str(table_file), trust=False) is None
+        # Found when the table is opened (header, block index) or when the damaged
+        # block is first read; every block is read by looking up every token.
+        table = load_table(model, str(table_file), trust=False)
+        if table is not None:
+            with pytest.raises(ValueError, match="damaged"):
+                table.check_all()
         # The pipe filter then scores from the model itself, with the same verdict.
         assert score_message(message, model, trust=False) == expected
     table_file.write_bytes(data[: len(data) // 2])
     assert load_table(model, str(table_file), trust=False) is None
+
+
+def test_a_damaged_block_is_found_when_a_message_reads_it(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    train_on(model, sample_maildir)
+    table_file = Path(table_path(model))
+    message = sorted((sample_maildir / "spam" / "cur").iterdir())[0].read_bytes()
+    expected = score_message(message, model, trust=False)
+    table = load_table(model, str(table_file), trust=False)
+    table.evidence(SpamFilter().tokenize([message])[0])
+    read = sorted(table._checked)
+    assert 0 < len(read) < len(table.fences)  # only the blocks the message needs
+    # Flip one weight's byte in a block the message reads, then in one it does not.
+    data = table_file.read_bytes()
+    weights_start = len(data) - len(table._weight_bytes)
+    unread = min(set(range(len(table.fences))) - set(read))
+    k = len(table.header["classes"])
+    for block, should_fail in ((read[0], True), (unread, False)):
+        flipped = bytearray(data)
+        flipped[weights_start + block * BLOCK * 8 * k + 3] ^= 0x10
+        table_file.write_bytes(bytes(flipped))
+        damaged = load_table(model, str(table_file), trust=False)
+        assert damaged is not None  # the header and index are intact
+        if should_fail:
+            with pytest.raises(ValueError, match="damaged"):
+                damaged.evidence(SpamFilter().tokenize([message])[0])
+        assert score_message(message, model, trust=False) == expected
 
 
 def test_files_of_format_2_without_a_header_still_load(small_model, tmp_path):
