@@ -25,11 +25,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .calibration import LENGTH_EXPONENT, normalised
 from .filter import DEFAULT_ALPHA, DEFAULT_EVENT_MODEL
-from .model import EVENT_MODELS
+from .model import EVENT_MODELS, log_sum_exp
 from .scores import predicted_columns
 
 __all__ = [
@@ -283,14 +282,14 @@ def online_run(
 
     no_evidence = np.all(np.isneginf(jll), axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        proba = np.exp(jll - logsumexp(jll, axis=1, keepdims=True))
+        proba = np.exp(jll - log_sum_exp(jll, axis=1, keepdims=True))
     proba[no_evidence] = 1.0 / len(classes)
     log_odds = decision = None
     if positive in row_of and len(classes) > 1:
         column = row_of[positive]
         others = np.delete(jll, column, axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
-            log_odds = jll[:, column] - logsumexp(others, axis=1)
+            log_odds = jll[:, column] - log_sum_exp(others, axis=1)
         log_odds[no_evidence] = 0.0
         decision = normalised(log_odds, lengths, LENGTH_EXPONENT)
     predicted = [classes[c] for c in predicted_columns(proba, classes, positive)]

@@ -333,3 +333,19 @@ def test_explained_token_weights_add_up_to_the_log_odds(event_model):
     counts = {e["token"]: e["count"] for e in first["toward_spam"] + first["toward_other"]}
     assert counts["cheap"] == 2 and "unseen" not in counts
     assert first["known_tokens"] == 4
+
+
+def test_log_sum_exp_matches_scipys():
+    from scipy.special import logsumexp
+
+    from spamnb.model import log_sum_exp
+
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(6, 3)) * 900  # exp() of these overflows and underflows
+    for axis in (0, 1):
+        for keepdims in (False, True):
+            expected = logsumexp(values, axis=axis, keepdims=keepdims)
+            assert np.allclose(log_sum_exp(values, axis=axis, keepdims=keepdims), expected)
+    edges = np.array([[-np.inf, -np.inf], [-np.inf, 0.0], [-1e308, -1e308]])
+    assert np.array_equal(log_sum_exp(edges), logsumexp(edges, axis=1))
+    assert np.array_equal(log_sum_exp(np.zeros((2, 0))), [-np.inf, -np.inf])
