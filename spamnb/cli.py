@@ -772,9 +772,7 @@ def classify(
     check_paths_exist(paths)
     if explain and spam_filter.positive_class() is None:
         raise fail(f"--explain needs a model with a spam class (it has {spam_filter.classes})")
-    import numpy as np
-
-    from .counts import cut_flags, to_vocabulary
+    from .counts import cut_flags
     from .parallel import BATCH_SIZE, batched, counted_in_order
 
     # Messages are read, counted and scored a batch at a time (one sparse product
@@ -788,14 +786,15 @@ def classify(
             batches,
             lambda batch: [item.data for item in batch],
             spam_filter.settings,
+            vocabulary=spam_filter.vocabulary,
             **workers,
         ):
-            X = to_vocabulary(counted.tokens, counted.matrix, spam_filter.vocabulary, grow=False)
+            X = counted.in_vocabulary(spam_filter.vocabulary, grow=False)
             explanations = None
             if explain:
                 sizes = [len(item.data) for item in items]
-                by_size, by_tokens = cut_flags(sizes, counted.matrix, spam_filter.settings)
-                tokens = np.asarray(counted.matrix.sum(axis=1)).ravel()
+                by_size, by_tokens = cut_flags(sizes, counted.lengths, spam_filter.settings)
+                tokens = counted.lengths
                 explanations = [
                     {
                         "bytes": sizes[row],

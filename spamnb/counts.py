@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from itertools import repeat
+from itertools import chain, islice, repeat
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -47,6 +47,12 @@ class Vocabulary:
     def __contains__(self, token: object) -> bool:
         return token in self.index
 
+    def catch_up(self) -> None:
+        """Append to ``tokens`` what was added to ``index`` directly (dicts keep
+        insertion order), as :func:`count_matrix` does on its hottest loop."""
+        if len(self.index) > len(self.tokens):
+            self.tokens.extend(islice(self.index, len(self.tokens), None))
+
     def add(self, token: str) -> int:
         column = self.index.get(token)
         if column is None:
@@ -64,19 +70,37 @@ def count_matrix(
     are dropped (scoring).  The CSR arrays are built in one pass over all tokens and
     duplicates summed by scipy, which is far faster than a dict per message.
     """
-    lookup = vocabulary.index
-    columns: list[int] = []
-    indptr = np.zeros(len(token_lists) + 1, dtype=np.int64)
-    for row, tokens in enumerate(token_lists):
-        if grow:
-            add = vocabulary.add
-            columns.extend(add(token) for token in tokens)
-        else:
-            columns.extend(c for c in map(lookup.get, tokens) if c is not None)
-        indptr[row + 1] = len(columns)
-    indices = np.asarray(columns, dtype=np.int64)
+    n = len(token_lists)
+    lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=n)
+    index = vocabulary.index
+    if grow:
+        # setdefault with the current size numbers a new token in one dict operation;
+        # the token list catches up afterwards.
+        number = index.setdefault
+        indices = np.array(
+            [number(token, len(index)) for tokens in token_lists for token in tokens],
+            dtype=np.int64,
+        )
+        vocabulary.catch_up()
+        per_row = lengths
+    else:
+        # Every token looked up inside C (map over dict.get), unknown ones (-1) then
+        # dropped by numpy: a third of the time of a comprehension testing each.
+        indices = np.fromiter(
+            map(index.get, chain.from_iterable(token_lists), repeat(-1)),
+            dtype=np.int64,
+            count=int(lengths.sum()),
+        )
+        known = indices >= 0
+        per_row = lengths
+        if not known.all():
+            rows = np.repeat(np.arange(n), lengths)[known]
+            per_row = np.bincount(rows, minlength=n)
+            indices = indices[known]
+    indptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(per_row, out=indptr[1:])
     data = np.ones(len(indices), dtype=np.float64)
-    matrix = sp.csr_matrix((data, indices, indptr), shape=(len(token_lists), len(vocabulary)))
+    matrix = sp.csr_matrix((data, indices, indptr), shape=(n, len(vocabulary)))
     matrix.sum_duplicates()
     return matrix
 
@@ -137,14 +161,14 @@ def to_vocabulary(
 
 
 def cut_flags(
-    sizes: Sequence[int], matrix: sp.csr_matrix, settings: TokenizerSettings
+    sizes: Sequence[int], token_counts: Sequence[int] | np.ndarray, settings: TokenizerSettings
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per message, whether the tokenizer read only its first ``max_bytes`` (from the
     messages' sizes in bytes), and whether its tokens reached the cap ``max_tokens``
-    (from ``matrix``, a row of token counts per message)."""
+    (from ``token_counts``, each message's number of tokens)."""
     sizes = np.asarray(sizes, dtype=np.int64)
     by_size = sizes > settings.max_bytes if settings.max_bytes else np.zeros(len(sizes), bool)
     by_tokens = np.zeros(len(sizes), bool)
     if settings.max_tokens:
-        by_tokens = np.asarray(matrix.sum(axis=1)).ravel() >= settings.max_tokens
+        by_tokens = np.asarray(token_counts, dtype=np.int64) >= settings.max_tokens
     return by_size, by_tokens

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from itertools import chain, islice
 from typing import TypeVar
 
+import numpy as np
 import scipy.sparse as sp
 
-from .counts import local_counts
+from .counts import Vocabulary, count_matrix, local_counts, to_vocabulary
 from .tokens import TokenizerSettings, tokenize
 
 __all__ = [
@@ -48,26 +49,55 @@ Item = TypeVar("Item")
 
 @dataclass
 class BatchCounts:
-    """One batch, counted: its tokens (first-seen order), a message-by-token count
-    matrix over them, and each message's digest (when asked for)."""
+    """One batch, counted: a message-by-token count matrix, each message's number of
+    tokens, and each message's digest (when asked for).
 
-    tokens: list[str]
+    A worker counts over the batch's own vocabulary, whose tokens (first-seen order)
+    come in ``tokens``; counted in this process, the matrix's columns are already the
+    model's vocabulary and ``tokens`` is None.
+    """
+
+    tokens: list[str] | None
     matrix: sp.csr_matrix
     digests: list[str] | None
+    lengths: np.ndarray
+
+    def in_vocabulary(self, vocabulary: Vocabulary, *, grow: bool) -> sp.csr_matrix:
+        """The counts with the columns of ``vocabulary`` (see :func:`to_vocabulary`)."""
+        if self.tokens is None:
+            return self.matrix
+        return to_vocabulary(self.tokens, self.matrix, vocabulary, grow=grow)
 
 
 def count_batch(
-    messages: Sequence[bytes], settings: TokenizerSettings, with_digests: bool
+    messages: Sequence[bytes],
+    settings: TokenizerSettings,
+    with_digests: bool,
+    vocabulary: Vocabulary | None = None,
+    grow: bool = False,
 ) -> BatchCounts:
-    """Tokenize and count a batch of raw messages (what a worker runs)."""
+    """Tokenize and count a batch of raw messages: what a worker runs, over the batch's
+    own vocabulary; given the model's ``vocabulary`` (in this process), over that.
+
+    Scoring counts straight into the model's vocabulary: each token looked up once,
+    inside C, took 0.55-0.6 s for the 1,814 SpamAssassin test messages against
+    0.8-0.96 s for a batch vocabulary and then mapping it.  Training does not: adding
+    tokens needs a Python-level step per token, and building the small batch
+    vocabulary first (which stays in the processor's cache) and then adding its
+    distinct tokens to the model's was no slower.
+    """
     token_lists = [tokenize(data, settings) for data in messages]
-    tokens, matrix = local_counts(token_lists)
+    lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+    if vocabulary is None:
+        tokens, matrix = local_counts(token_lists)
+    else:
+        tokens, matrix = None, count_matrix(token_lists, vocabulary, grow=grow)
     digests = None
     if with_digests:
         from .filter import message_digest
 
         digests = [message_digest(data) for data in messages]
-    return BatchCounts(tokens, matrix, digests)
+    return BatchCounts(tokens, matrix, digests, lengths)
 
 
 def batched(items: Iterable[Item], size: int = BATCH_SIZE) -> Iterator[list[Item]]:
@@ -102,11 +132,15 @@ def batch_counter(
     jobs: int = 1,
     backend: str = "local",
     scheduler: str | None = None,
+    vocabulary: Vocabulary | None = None,
+    grow: bool = False,
 ) -> Iterator[Counter]:
     """A function that counts a list of batches, yielding them in the given order.
 
-    ``jobs`` 1 counts in this process.  More run ``count_batch`` in that many worker
-    processes (joblib's loky backend, its pool kept for every call); ``backend``
+    ``jobs`` 1 counts in this process, into ``vocabulary`` when one is given (growing
+    it if ``grow``; the batches must then be taken in order).  More run
+    ``count_batch`` in that many worker processes, over each batch's own vocabulary
+    (joblib's loky backend, its pool kept for every call); ``backend``
     "dask" runs it on the Dask cluster whose scheduler is at ``scheduler`` (an address
     such as tcp://HOST:8786), on every thread the cluster has.  The caller reads the
     mail itself, a list of batches at a time, so that a bad path fails in the caller,
@@ -119,7 +153,9 @@ def batch_counter(
     if backend == "local" and jobs == 1:
 
         def count_here(batches: Sequence[Sequence[bytes]], digests: bool) -> Iterator[BatchCounts]:
-            return (count_batch(messages, settings, digests) for messages in batches)
+            return (
+                count_batch(messages, settings, digests, vocabulary, grow) for messages in batches
+            )
 
         yield count_here
         return
@@ -174,9 +210,12 @@ def counted_in_order(
     backend: str = "local",
     scheduler: str | None = None,
     with_digests: bool = False,
+    vocabulary: Vocabulary | None = None,
+    grow: bool = False,
 ) -> Iterator[tuple[Batch, BatchCounts]]:
     """Each batch with its counts, in order, counted as :func:`batch_counter` counts
-    (``jobs`` None: :func:`default_jobs`).
+    (``jobs`` None: :func:`default_jobs`); take each batch's matrix in ``vocabulary``
+    with :meth:`BatchCounts.in_vocabulary`.
 
     The batches are read here, a few per worker at a time, so that reading the mail
     (and its errors) stays in this thread and at most that many batches are held.
@@ -190,7 +229,14 @@ def counted_in_order(
     first = next(groups, [])
     if backend == "local" and len(first) < 2:
         jobs = 1
-    with batch_counter(settings, jobs=jobs, backend=backend, scheduler=scheduler) as count:
+    with batch_counter(
+        settings,
+        jobs=jobs,
+        backend=backend,
+        scheduler=scheduler,
+        vocabulary=vocabulary,
+        grow=grow,
+    ) as count:
         for group in chain([first] if first else [], groups):
             counted = count([messages_of(batch) for batch in group], with_digests)
             yield from zip(group, counted, strict=True)

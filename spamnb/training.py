@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .counts import cut_flags, to_vocabulary
+from .counts import cut_flags
 from .filter import SpamFilter
 from .parallel import counted_in_order
 
@@ -115,11 +115,11 @@ def learn_batches(
     ):
         labels = list(batch_labels)
         by_size, by_tokens = cut_flags(
-            [len(data) for data in batch_messages], counted.matrix, spam_filter.settings
+            [len(data) for data in batch_messages], counted.lengths, spam_filter.settings
         )
         outcome["cut"]["size"] += int(by_size.sum())
         outcome["cut"]["tokens"] += int(by_tokens.sum())
-        X = to_vocabulary(counted.tokens, counted.matrix, spam_filter.vocabulary, grow=True)
+        X = counted.in_vocabulary(spam_filter.vocabulary, grow=True)
         assert counted.digests is not None
         batch_outcome, rows = spam_filter.learn_matrix(X, labels, counted.digests)
         for key in ("learned", "moved", "known"):

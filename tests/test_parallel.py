@@ -134,6 +134,22 @@ def test_train_jobs_one_and_two_write_the_same_model(tmp_path, sample_maildir, m
     assert_same_model(load(tmp_path / "one.joblib"), load(tmp_path / "two.joblib"))
 
 
+def test_classify_jobs_one_and_two_print_the_same(tmp_path, sample_maildir, monkeypatch):
+    # One process counts straight into the model's vocabulary, workers over their
+    # batch's own; the verdicts, scores and explanations must not tell them apart.
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    model = tmp_path / "model.joblib"
+    train_cli(model, sample_maildir)
+    outputs = []
+    for jobs in ("1", "2"):
+        result = run("classify", "-m", model, "--json", "--explain", "--jobs", jobs, sample_maildir)
+        assert result.exit_code == 0, result.output
+        outputs.append(result.stdout)
+    assert outputs[0] == outputs[1]
+    rows = [json.loads(line) for line in outputs[0].splitlines()]
+    assert len(rows) == 60 and all(row["explanation"]["tokens"] > 0 for row in rows)
+
+
 def test_dask_backend_trains_the_same_model(tmp_path, sample_maildir, monkeypatch):
     distributed = pytest.importorskip("dask.distributed")
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
