@@ -85,9 +85,15 @@ def unpack_strings(packed: object, what: str) -> list[str]:
         strings = data.decode("utf-8", "surrogatepass").split(packed["separator"]) if count else []
         if len(strings) != count:
             raise ValueError(f"the {what} holds {len(strings)} strings, not {count}")
-    if not isinstance(strings, list) or not all(isinstance(t, str) for t in strings):
+    if not isinstance(strings, list) or not _all_text(strings):
         raise ValueError(f"the {what} holds non-text entries")
     return strings
+
+
+def _all_text(items: list[Any]) -> bool:
+    # The types collected inside C: a generator of isinstance() calls took a tenth of
+    # a second per check for a vocabulary of 500,000 tokens, and loading checks twice.
+    return set(map(type, items)) <= {str}
 
 
 def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
@@ -185,7 +191,7 @@ def _check_consistent(
     if not isinstance(tokens, list) or len(tokens) != n_features:
         # Vocabulary.from_tokens drops repeats, so a repeated token shows here too.
         raise ValueError("vocabulary has repeated or missing tokens")
-    if not all(isinstance(t, str) for t in tokens):
+    if not _all_text(tokens):
         raise ValueError("vocabulary holds non-text tokens")
     if not all(isinstance(c, str) for c in model.classes) or len(set(model.classes)) != n_classes:
         raise ValueError("class names are not distinct strings")
