@@ -387,7 +387,12 @@ def test_ctrl_c_stops_cleanly_with_status_130(tmp_path, much_more_mail, sample_m
     assert process.poll() is None, "finished before the interrupt: the test needs more mail"
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
+    # Under `python -m`, CPython 3.11 ends the process by SIGINT itself, whatever the
+    # exit status, when the KeyboardInterrupt passed through an exec() of a string on
+    # its way (dataclass creation during a lazy import does that) even though it was
+    # caught; a shell reports both as status 130.  The installed `spamnb` script
+    # always exits 130.
+    assert process.returncode in (130, -signal.SIGINT), stderr
     assert b"Traceback" not in stderr
     assert stderr.decode().strip().splitlines()[-1] == "spamnb: interrupted"
     assert model.read_bytes() == before
