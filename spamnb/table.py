@@ -20,7 +20,7 @@ finds a token's block, and the header, are checked whole when the table is opene
 from __future__ import annotations
 
 import binascii
-import json
+import marshal
 import math
 import mmap
 import os
@@ -46,9 +46,10 @@ if TYPE_CHECKING:
 
 __all__ = ["ScoringTable", "load_table", "table_arrays", "token_hash", "token_hashes"]
 
-# Version 2 added a CRC-32 of the whole table, version 3 one per block; an older table
-# is not read, and the next save replaces it.
-MAGIC = b"SPAMNB-TABLE\x03\n"
+# Version 2 added a CRC-32 of the whole table, version 3 one per block, version 4 a
+# marshal header instead of JSON; an older table is not read, and the next save
+# replaces it.
+MAGIC = b"SPAMNB-TABLE\x04\n"
 _PREFIX_SIZE = len(MAGIC) + 8 + 8
 # Entries per checked block: 1.5 kB of hashes and weights for a two-class model.
 BLOCK = 64
@@ -161,12 +162,16 @@ def encode_table(header: dict[str, Any], body: bytes) -> bytes:
 
 def table_prefix(header: dict[str, Any], body: bytes) -> bytes:
     """What precedes the arrays in a table file (written apart, to copy no array):
-    magic, the header's length, the CRC-32 of the header and the block index, the
-    JSON header."""
-    text = json.dumps(header).encode("utf-8")
-    text += b" " * (-(_PREFIX_SIZE + len(text)) % 8)  # keep the arrays 8-byte aligned
+    magic, the header's length, its CRC-32, the header.  The header holds the CRC-32
+    of the block index that follows it."""
     index_size = 2 * 8 * _blocks(header["entries"])
-    crc = binascii.crc32(memoryview(body)[:index_size], binascii.crc32(text))
+    header = {**header, "index_crc": binascii.crc32(memoryview(body)[:index_size])}
+    # marshal, not JSON: importing json cost the pipe 8 to 12 ms a message (its
+    # scanner's patterns), and marshal is built in.  It is read only after its CRC
+    # matched, from a file trusted as the model is (see load_table).
+    text = marshal.dumps(header, 4)
+    text += b" " * (-(_PREFIX_SIZE + len(text)) % 8)  # keep the arrays 8-byte aligned
+    crc = binascii.crc32(text)
     return MAGIC + len(text).to_bytes(8, "little") + crc.to_bytes(8, "little") + text
 
 
@@ -182,13 +187,21 @@ class ScoringTable:
         crc = int.from_bytes(data[len(MAGIC) + 8 : _PREFIX_SIZE], "little")
         view = memoryview(data)
         start = _PREFIX_SIZE
-        self.header = json.loads(data[start : start + length])
+        text = view[start : start + length]
+        if len(text) != length or binascii.crc32(text) != crc:
+            raise ValueError("damaged scoring table")
+        try:
+            self.header = marshal.loads(text)
+        except (EOFError, TypeError, ValueError):
+            raise ValueError("damaged scoring table") from None
+        if not isinstance(self.header, dict):
+            raise ValueError("damaged scoring table")
         n, k = self.header["entries"], len(self.header["classes"])
         if self.header["block"] != BLOCK:
             raise ValueError("scoring table with another block size")
         blocks = _blocks(n)
         index = view[start + length : start + length + 16 * blocks]
-        if binascii.crc32(index, binascii.crc32(view[start : start + length])) != crc:
+        if binascii.crc32(index) != self.header["index_crc"]:
             raise ValueError("damaged scoring table")
         body = view[start + length + 16 * blocks :]
         if len(index) != 16 * blocks or len(body) != n * 8 * (1 + k):
