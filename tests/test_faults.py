@@ -113,12 +113,17 @@ def test_damage_through_the_cli_is_one_line(small_model):
         assert_one_line_error(result, "damaged")
 
 
-def test_a_damaged_scoring_table_is_not_used(tmp_path, sample_maildir):
+@pytest.fixture
+def model_and_table(tmp_path, sample_maildir) -> tuple[Path, Path, bytes, tuple]:
+    """A model trained on the sample, its table, a message and the pipe's verdict on it."""
     model = tmp_path / "model.joblib"
     train_on(model, sample_maildir)
-    table_file = Path(table_path(model))
     message = sorted((sample_maildir / "spam" / "cur").iterdir())[0].read_bytes()
-    expected = score_message(message, model, trust=False)
+    return model, Path(table_path(model)), message, score_message(message, model, trust=False)
+
+
+def test_a_damaged_scoring_table_is_not_used(model_and_table):
+    model, table_file, message, expected = model_and_table
     data = table_file.read_bytes()
     rng = random.Random(3)
     positions = [*rng.sample(range(len(data)), 200), len(data) - 1]
@@ -138,12 +143,8 @@ def test_a_damaged_scoring_table_is_not_used(tmp_path, sample_maildir):
     assert load_table(model, str(table_file), trust=False) is None
 
 
-def test_a_damaged_block_is_found_when_a_message_reads_it(tmp_path, sample_maildir):
-    model = tmp_path / "model.joblib"
-    train_on(model, sample_maildir)
-    table_file = Path(table_path(model))
-    message = sorted((sample_maildir / "spam" / "cur").iterdir())[0].read_bytes()
-    expected = score_message(message, model, trust=False)
+def test_a_damaged_block_is_found_when_a_message_reads_it(model_and_table):
+    model, table_file, message, expected = model_and_table
     table = load_table(model, str(table_file), trust=False)
     table.evidence(SpamFilter().tokenize([message])[0])
     read = sorted(table._checked)
