@@ -1713,6 +1713,7 @@ def info(model_path: Path | None, as_json: bool) -> None:
         "max_features": model.max_features,
         "selection": model.selection,
         "bytes": os.path.getsize(path),
+        "pipe_table": pipe_table_state(path),
     }
     if as_json:
         print_json(details)
@@ -1720,3 +1721,19 @@ def info(model_path: Path | None, as_json: bool) -> None:
     from .report import info_table
 
     stdout_console().print(info_table(details))
+
+
+def pipe_table_state(model_path: Path) -> str:
+    """The state of the scoring table the pipe filter reads (table.TABLE_STATES), every
+    block checked: anything but "current" makes the pipe load the whole model."""
+    from .paths import table_path
+    from .table import open_table
+
+    real = os.path.realpath(model_path)
+    table, state = open_table(real, table_path(real), trust=trusting())
+    if state == "current" and table is not None:
+        try:
+            table.check_all()
+        except ValueError:
+            return "damaged"
+    return state

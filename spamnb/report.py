@@ -102,7 +102,23 @@ def info_table(info: dict[str, Any]) -> Table:
         ),
     )
     _add_row(table, "size", human_size(info["bytes"]))
+    state = info.get("pipe_table")
+    if state is not None:
+        _add_row(table, "pipe table", _PIPE_TABLE_STATES.get(state, state))
     return table
+
+
+# What `info` says of the scoring table: all but "current" cost the pipe filter the
+# whole model's load on every message, until the next `train` (known mail is skipped,
+# and the model and its table are written again).
+_RETRAIN = "; the pipe loads the whole model (slower) until the next train rewrites it"
+_PIPE_TABLE_STATES = {
+    "current": "current",
+    "missing": "missing" + _RETRAIN,
+    "other_version": "from another spamnb version" + _RETRAIN,
+    "stale": "older than the model" + _RETRAIN,
+    "damaged": "damaged" + _RETRAIN,
+}
 
 
 def _with_count(value: float | None, count: int | None, of: int | None) -> str:

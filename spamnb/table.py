@@ -44,7 +44,15 @@ if TYPE_CHECKING:
 
     from .filter import SpamFilter
 
-__all__ = ["ScoringTable", "load_table", "table_arrays", "token_hash", "token_hashes"]
+__all__ = [
+    "TABLE_STATES",
+    "ScoringTable",
+    "load_table",
+    "open_table",
+    "table_arrays",
+    "token_hash",
+    "token_hashes",
+]
 
 # Version 2 added a CRC-32 of the whole table, version 3 one per block, version 4 a
 # marshal header instead of JSON; an older table is not read, and the next save
@@ -271,10 +279,27 @@ def load_table(
     The model file is held to the trust rule too, although the table is plain data:
     a model the full commands refuse must not be used through its table either.
     """
+    table, state = open_table(model_path, table_file, trust=trust)
+    return table if state == "current" else None
+
+
+# What a reader finds beside a model (see open_table).
+TABLE_STATES = ("current", "missing", "other_version", "stale", "damaged")
+
+
+def open_table(
+    model_path: str | os.PathLike[str], table_file: str, *, trust: bool
+) -> tuple[ScoringTable | None, str]:
+    """The table beside a model and its state: "current"; "missing"; "other_version"
+    (written by a spamnb with another table format); "stale" (written from another
+    model file: an older one, a copy, a restored backup); "damaged" (its header,
+    block index or length are wrong; a damaged block shows only when it is read, or
+    with :meth:`ScoringTable.check_all`).  The table is returned when it could be
+    opened."""
     try:
         model_status = os.stat(model_path)
     except OSError:
-        return None  # the full loader says what is wrong with the path
+        return None, "missing"  # the full loader says what is wrong with the path
     if not trust:
         check_trusted(model_status, model_path)
     try:
@@ -284,7 +309,19 @@ def load_table(
             # Mapped, not read: a message looks up a few hundred of the table's entries,
             # and reading all of a large model's table (15 MB with word pairs on the
             # SpamAssassin corpus) would cost the pipe filter more than the lookups.
-            table = ScoringTable(mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ))
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
-    return table if table.header.get("model") == model_identity(model_status) else None
+            data = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        return None, "missing"
+    except (OSError, ValueError):  # unreadable, or empty (which mmap refuses)
+        return None, "damaged"
+    magic = data[: len(MAGIC)]
+    if magic != MAGIC:
+        same_kind = magic[:-2] == MAGIC[:-2] and magic[-1:] == MAGIC[-1:]
+        return None, "other_version" if same_kind else "damaged"
+    try:
+        table = ScoringTable(data)
+    except (ValueError, KeyError, TypeError):
+        return None, "damaged"
+    if table.header.get("model") != model_identity(model_status):
+        return table, "stale"
+    return table, "current"

@@ -201,6 +201,40 @@ def test_info_describes_the_model(tmp_path, sample_maildir):
     assert str(model) in "".join(human.stdout.split())
 
 
+def test_info_says_what_the_pipe_finds_and_train_rewrites_the_table(tmp_path, sample_maildir):
+    import os
+
+    from spamnb.table import BLOCK, MAGIC
+
+    model = tmp_path / "model.joblib"
+    table = tmp_path / "model.joblib.table"
+    sample = ["--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+    run("train", "-m", model, *sample)
+
+    def state() -> str:
+        return run_json("info", "-m", model)["pipe_table"]
+
+    assert state() == "current"
+    good = table.read_bytes()
+    table.write_bytes(good[: len(MAGIC) - 2] + b"\x03" + good[len(MAGIC) - 1 :])
+    assert state() == "other_version"
+    damaged = bytearray(good)
+    damaged[-BLOCK] ^= 1  # a weight in the last block, which only check_all reads
+    table.write_bytes(bytes(damaged))
+    assert state() == "damaged"
+    table.write_bytes(good)
+    stat = model.stat()
+    os.utime(model, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    assert state() == "stale"
+    table.unlink()
+    assert state() == "missing"
+    human = run("info", "-m", model)
+    assert "missing" in human.stdout and "next train" in " ".join(human.stdout.split())
+    # Training the same mail again learns nothing, but writes the model and its table.
+    assert run_json("train", "-m", model, *sample)["learned"] == 0
+    assert state() == "current"
+
+
 @pytest.mark.parametrize(
     "args, fragments",
     [
