@@ -50,8 +50,11 @@ class Vocabulary:
     def catch_up(self) -> None:
         """Append to ``tokens`` what was added to ``index`` directly (dicts keep
         insertion order), as :func:`count_matrix` does on its hottest loop."""
-        if len(self.index) > len(self.tokens):
-            self.tokens.extend(islice(self.index, len(self.tokens), None))
+        added = len(self.index) - len(self.tokens)
+        if added > 0:
+            # From the end: walking the dict from its start would cost the whole
+            # vocabulary for every small batch.
+            self.tokens.extend(reversed(list(islice(reversed(self.index), added))))
 
     def add(self, token: str) -> int:
         column = self.index.get(token)

@@ -372,12 +372,23 @@ def delete_boundary(rng: random.Random, data: bytes, donor: Donor) -> tuple[byte
     return data[:start] + data[end:], f"boundary line at {start} deleted"
 
 
+def _replace_a_value(
+    rng: random.Random, data: bytes, pattern: re.Pattern[bytes], value: bytes, chance: float
+) -> bytes | None:
+    """With probability ``chance``, one match's group 1 replaced by ``value``; None when
+    there is no match or the dice say add a field instead."""
+    found = list(pattern.finditer(data))
+    if not found or rng.random() >= chance:
+        return None
+    m = rng.choice(found)
+    return data[: m.start(1)] + value + data[m.end(1) :]
+
+
 def bogus_charset(rng: random.Random, data: bytes, donor: Donor) -> tuple[bytes, str]:
     charset = rng.choice(BOGUS_CHARSETS)
-    found = list(_CHARSET_PARAM.finditer(data))
-    if found and rng.random() < 0.8:
-        m = rng.choice(found)
-        return data[: m.start(1)] + charset + data[m.end(1) :], f"charset {charset[:20]!r}"
+    replaced = _replace_a_value(rng, data, _CHARSET_PARAM, charset, 0.8)
+    if replaced is not None:
+        return replaced, f"charset {charset[:20]!r}"
     eol = _line_end(data)
     field = b"Content-Type: text/plain; charset=" + charset + eol
     return field + data, f"Content-Type with charset {charset[:20]!r} put first"
@@ -385,10 +396,9 @@ def bogus_charset(rng: random.Random, data: bytes, donor: Donor) -> tuple[bytes,
 
 def bogus_transfer_encoding(rng: random.Random, data: bytes, donor: Donor) -> tuple[bytes, str]:
     encoding = rng.choice(TRANSFER_ENCODINGS)
-    found = list(_CTE_VALUE.finditer(data))
-    if found and rng.random() < 0.7:
-        m = rng.choice(found)
-        return data[: m.start(1)] + encoding + data[m.end(1) :], f"transfer encoding {encoding!r}"
+    replaced = _replace_a_value(rng, data, _CTE_VALUE, encoding, 0.7)
+    if replaced is not None:
+        return replaced, f"transfer encoding {encoding!r}"
     starts = [m.start() for m in _CONTENT_TYPE_VALUE.finditer(data)] or [0]
     at = rng.choice(starts)
     line = b"Content-Transfer-Encoding: " + encoding + _line_end(data)

@@ -349,3 +349,11 @@ def test_log_sum_exp_matches_scipys():
     edges = np.array([[-np.inf, -np.inf], [-np.inf, 0.0], [-1e308, -1e308]])
     assert np.array_equal(log_sum_exp(edges), logsumexp(edges, axis=1))
     assert np.array_equal(log_sum_exp(np.zeros((2, 0))), [-np.inf, -np.inf])
+
+
+def test_growing_counts_keep_the_vocabulary_in_first_seen_order():
+    vocabulary = Vocabulary(["old", "known"])
+    X = count_matrix([["new", "old", "other"], ["known", "last", "new"]], vocabulary, grow=True)
+    assert vocabulary.tokens == ["old", "known", "new", "other", "last"]
+    assert vocabulary.index == {t: i for i, t in enumerate(vocabulary.tokens)}
+    assert X.shape == (2, 5) and X[0, 2] == 1 and X[1, 4] == 1
