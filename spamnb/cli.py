@@ -197,7 +197,14 @@ def _finite_alpha(ctx: click.Context, param: click.Parameter, value: float | Non
 
 # The tokenizer's settings among them are fixed when a model is created.
 TOKENIZER_OPTIONS = ("word_pairs", "max_bytes", "max_tokens")
-SCORING_OPTIONS = ("event_model", "alpha", "min_count", "max_features", "selection")
+SCORING_OPTIONS = (
+    "event_model",
+    "alpha",
+    "min_count",
+    "max_features",
+    "selection",
+    "mistake_weight",
+)
 SCORING_OPTIONS += TOKENIZER_OPTIONS
 
 
@@ -209,6 +216,13 @@ def scoring_options(command: Callable) -> Callable:
         kwargs["scoring"] = {name: kwargs.pop(name) for name in SCORING_OPTIONS}
         return command(*args, **kwargs)
 
+    func = click.option(
+        "--mistake-weight",
+        type=click.FloatRange(min=0, max=1),
+        help="Weight of the mistake table (the hard mail, counted as CRM114 trains) "
+        "against the counts of all mail; 0 turns it off, and training with 0 leaves it "
+        "empty [model's: 0.5].",
+    )(func)
     func = click.option(
         "--max-tokens",
         type=click.IntRange(min=0),
@@ -439,6 +453,9 @@ def apply_scoring_options(spam_filter: SpamFilter, scoring: Mapping[str, Any]) -
                 "when a model is created (train --new starts a new one)"
             )
         spam_filter.settings = spam_filter.settings._replace(**{name: int(value)})
+    weight = scoring.pop("mistake_weight", None)
+    if weight is not None:
+        spam_filter.mistakes.weight = float(weight)
     model = spam_filter.model
     for name, value in scoring.items():
         if value is not None:
@@ -1714,6 +1731,12 @@ def info(model_path: Path | None, as_json: bool) -> None:
         "selection": model.selection,
         "bytes": os.path.getsize(path),
         "pipe_table": pipe_table_state(path),
+        "mistake_table": {
+            "weight": spam_filter.mistakes.weight,
+            "in_use": bool(spam_filter.mistake_weight()),
+            "messages": len(spam_filter.mistake_copies),
+            "copies": sum(spam_filter.mistake_copies.values()),
+        },
     }
     if as_json:
         print_json(details)

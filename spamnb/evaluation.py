@@ -219,8 +219,8 @@ def evaluate_split(
     spam_filter = new_filter()
     train_tokens = [token_lists[i] for i in train_idx]
     train_labels = [labels[i] for i in train_idx]
-    spam_filter.train_tokens(train_tokens, train_labels)
-    spam_filter.fit_calibration(train_tokens, train_labels)
+    copies = spam_filter.train_tokens(train_tokens, train_labels)
+    spam_filter.fit_calibration(train_tokens, train_labels, mistake_copies=copies)
     test_labels = [labels[i] for i in test_idx]
     _check_classes(spam_filter, test_labels)
     scored, _, _ = _score_filter(spam_filter, [token_lists[i] for i in test_idx], test_idx)
@@ -334,6 +334,7 @@ def evaluate_online(
         event_model=model.event_model,
         alpha=model.alpha,
         min_count=model.min_count,
+        mistake_weight=settings.mistakes.weight,
         on_step=on_step,
     )
     scored = Scored(

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from . import __version__
 from .calibration import LENGTH_EXPONENT, Calibration, choose_cutoffs, fit_platt, normalised
 from .counts import Vocabulary, count_matrix
+from .mistakes import MistakeTable, class_rows, presence
 from .model import NaiveBayes
 from .scores import predicted_columns, stratified_folds
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
@@ -102,10 +103,77 @@ class SpamFilter:
     # Digest of every message trained through learn(), with its class: so that a
     # message is never counted twice and can be moved to another class or forgotten.
     trained: dict[str, str] = field(default_factory=dict)
+    # The second set of counts, of the mail the filter found hard (see mistakes.py),
+    # and how many copies of each trained message it holds, so that forgetting or
+    # moving a message takes them back.  Models from before it have weight 0.
+    mistakes: MistakeTable = field(default_factory=MistakeTable)
+    mistake_copies: dict[str, int] = field(default_factory=dict)
 
     @property
     def classes(self) -> list[str]:
         return self.model.classes
+
+    # -- the mistake table ----------------------------------------------------------
+
+    def mistake_weight(self) -> float:
+        """The weight of the mistake table in scoring: 0 while it is empty, and with
+        the multinomial or Bernoulli model, with which it was not measured (their
+        log-likelihoods are not on the boolean model's scale)."""
+        if self.model.event_model != "boolean" or self.mistakes.is_empty():
+            return 0.0
+        return self.mistakes.weight
+
+    def _shaped_mistakes(self) -> MistakeTable:
+        self.mistakes.fit_shape(len(self.classes), self.model.n_features)
+        return self.mistakes
+
+    def train_mistakes(
+        self, X: sp.csr_matrix, labels: Sequence[str], digests: Sequence[str] | None = None
+    ) -> np.ndarray:
+        """Train the mistake table on messages the model has just counted; returns
+        each message's copies in it (all 0 for a model without the table)."""
+        if not self.mistakes.weight or not len(labels):
+            return np.zeros(len(labels), dtype=np.int64)
+        table = self._shaped_mistakes()
+        X = self.model._fit_columns(X)
+        copies = table.train(presence(X), class_rows(self.classes, labels))
+        if digests is not None:
+            for digest, count in zip(digests, copies.tolist(), strict=True):
+                if count:
+                    self.mistake_copies[digest] = self.mistake_copies.get(digest, 0) + count
+        return copies
+
+    def _take_back_mistakes(
+        self, X: sp.csr_matrix, labels: Sequence[str], digests: Sequence[str]
+    ) -> None:
+        copies = np.array([self.mistake_copies.pop(d, 0) for d in digests], dtype=np.int64)
+        if copies.any():
+            table = self._shaped_mistakes()
+            X = self.model._fit_columns(X)
+            table.add(presence(X), class_rows(self.classes, labels), copies, sign=-1)
+
+    def joint_log_likelihood(self, X: sp.csr_matrix) -> np.ndarray:
+        """The model's joint log-likelihoods, averaged with the mistake table's."""
+        jll = self.model.joint_log_likelihood(X)
+        weight = self.mistake_weight()
+        if not weight:
+            return jll
+        table = self._shaped_mistakes()
+        P = presence(self.model._fit_columns(X))
+        return (1 - weight) * jll + weight * table.joint(P, self.model.active_features())
+
+    def token_weights(self, positive: str, negative: str) -> np.ndarray:
+        """What each feature adds to the log-odds of ``positive`` against ``negative``
+        (see ``NaiveBayes.token_weights``), the mistake table's share included."""
+        weights = self.model.token_weights(positive, negative)
+        weight = self.mistake_weight()
+        if not weight:
+            return weights
+        log_prob = self._shaped_mistakes().log_prob(self.model.active_features())
+        mistakes = log_prob[self.classes.index(positive)] - log_prob[self.classes.index(negative)]
+        return (1 - weight) * weights + weight * mistakes
+
+    # -- training -------------------------------------------------------------------
 
     def tokenize(
         self, messages: Sequence[bytes], on_each: Callable[[int], None] | None = None
@@ -118,11 +186,16 @@ class SpamFilter:
                 on_each(1)
         return token_lists
 
-    def train_tokens(self, token_lists: Sequence[Sequence[str]], labels: Sequence[str]) -> None:
-        """Add the counts of already tokenized messages (lets evaluation tokenize once)."""
+    def train_tokens(
+        self, token_lists: Sequence[Sequence[str]], labels: Sequence[str]
+    ) -> np.ndarray:
+        """Add the counts of already tokenized messages (lets evaluation tokenize once)
+        and train the mistake table on them; returns each one's copies in the table,
+        for :meth:`fit_calibration`."""
         X = count_matrix(token_lists, self.vocabulary, grow=True)
         self.model.add_counts(X, labels)
         self.updated = _now()
+        return self.train_mistakes(X, labels)
 
     def train(self, messages: Sequence[bytes], labels: Sequence[str]) -> None:
         self.train_tokens(self.tokenize(messages), labels)
@@ -143,7 +216,9 @@ class SpamFilter:
         X = count_matrix(token_lists, self.vocabulary, grow=True)
         outcome, rows = self.learn_matrix(X, labels, digests)
         if rows:
-            self.fit_calibration_matrix(X[rows], [labels[i] for i in rows])
+            learned = [labels[i] for i in rows]
+            copies = self.train_mistakes(X[rows], learned, [digests[i] for i in rows])
+            self.fit_calibration_matrix(X[rows], learned, mistake_copies=copies)
         return outcome
 
     def learn_matrix(
@@ -172,7 +247,10 @@ class SpamFilter:
         for digest, i in add.items():
             self.trained[digest] = labels[i]
         if moved:
-            self.model.add_counts(X[[i for i, _ in moved]], [before for _, before in moved], -1)
+            moved_rows = X[[i for i, _ in moved]]
+            old_labels = [before for _, before in moved]
+            self.model.add_counts(moved_rows, old_labels, -1)
+            self._take_back_mistakes(moved_rows, old_labels, [digests[i] for i, _ in moved])
         rows = sorted(add.values())
         new_labels = [labels[i] for i in rows]
         if rows:
@@ -194,7 +272,9 @@ class SpamFilter:
         rows = [i for digest, i in first.items() if digest in self.trained]
         if rows:
             X = self.vectorise([token_lists[i] for i in rows])
-            self.model.add_counts(X, [self.trained.pop(digests[i]) for i in rows], sign=-1)
+            labels = [self.trained.pop(digests[i]) for i in rows]
+            self.model.add_counts(X, labels, sign=-1)
+            self._take_back_mistakes(X, labels, [digests[i] for i in rows])
             self.updated = _now()
         return {"forgotten": len(rows), "unknown": len(first) - len(rows)}
 
@@ -215,7 +295,7 @@ class SpamFilter:
     def score_matrix(self, X: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
         """:meth:`score_tokens` for messages already counted with this vocabulary: one
         sparse product for the whole batch."""
-        jll = self.model.joint_log_likelihood(X)
+        jll = self.joint_log_likelihood(X)
         proba = np.exp(self.model.normalise(jll))
         lengths = self.model.evidence_lengths(X)
         positive = self.positive_class()
@@ -224,19 +304,31 @@ class SpamFilter:
         return proba, self.model.log_odds_from_jll(jll, positive), lengths
 
     def fit_calibration(
-        self, token_lists: Sequence[Sequence[str]], labels: Sequence[str], folds: int = 5
+        self,
+        token_lists: Sequence[Sequence[str]],
+        labels: Sequence[str],
+        folds: int = 5,
+        mistake_copies: np.ndarray | None = None,
     ) -> bool:
         """Refit the spam score's calibration on held-out folds of just-trained messages.
 
         Each fold is scored by the model minus that fold's own counts (counts subtract
         as they add), so every log-odds comes from a model that never saw the message,
-        at the cost of one extra scoring pass.  Returns False, keeping the old
-        calibration, when the messages are too few or lack a class.
+        at the cost of one extra scoring pass.  The mistake table's share is held out
+        the same way, by taking back each message's ``mistake_copies`` (what training
+        returned; without them it is scored as trained).  Returns False, keeping the
+        old calibration, when the messages are too few or lack a class.
         """
-        return self.fit_calibration_matrix(self.vectorise(token_lists), labels, folds)
+        return self.fit_calibration_matrix(
+            self.vectorise(token_lists), labels, folds, mistake_copies
+        )
 
     def fit_calibration_matrix(
-        self, X: sp.csr_matrix, labels: Sequence[str], folds: int = 5
+        self,
+        X: sp.csr_matrix,
+        labels: Sequence[str],
+        folds: int = 5,
+        mistake_copies: np.ndarray | None = None,
     ) -> bool:
         """:meth:`fit_calibration` for messages already counted with this vocabulary."""
         positive = self.positive_class()
@@ -255,8 +347,20 @@ class SpamFilter:
         log_odds = np.empty(len(labels))
         lengths = self.model.evidence_lengths(X)
         label_array = np.asarray(labels, dtype=object)
+        weight = self.mistake_weight()
+        if weight:
+            table = self._shaped_mistakes()
+            usable = self.model.active_features()
+            rows = class_rows(self.classes, labels)
+            P = presence(self.model._fit_columns(X))
+            if mistake_copies is None:
+                mistake_copies = np.zeros(len(labels), dtype=np.int64)
         for _train, held_out in stratified_folds(labels, folds, seed=0):
             jll = self.model.held_out_log_likelihood(X[held_out], list(label_array[held_out]))
+            if weight:
+                jll = (1 - weight) * jll + weight * table.held_out_joint(
+                    P[held_out], rows[held_out], mistake_copies[held_out], usable
+                )
             log_odds[held_out] = self.model.log_odds_from_jll(jll, positive)
         is_spam = label_array == positive
         slope, intercept = fit_platt(normalised(log_odds, lengths, LENGTH_EXPONENT), is_spam)
@@ -308,14 +412,14 @@ class SpamFilter:
         if positive is None or len(self.classes) < 2:
             raise ValueError(f"the model needs a spam class and another ({self.classes})")
         x = sp.csr_matrix(x)
-        jll = self.model.joint_log_likelihood(x)[0]
+        jll = self.joint_log_likelihood(x)[0]
         negative = max(
             (c for c in self.classes if c != positive), key=lambda c: jll[self.classes.index(c)]
         )
         columns = x.indices[x.indices < self.model.n_features]
         counts = x.data[x.indices < self.model.n_features]
         times = np.ones_like(counts) if self.model.by_presence else counts
-        added = self.model.token_weights(positive, negative)[columns] * times
+        added = self.token_weights(positive, negative)[columns] * times
         known = self.model.active_features()[columns]
 
         def rows(order: np.ndarray) -> list[dict[str, Any]]:

@@ -17,7 +17,12 @@ in the order the models are given:
   model's.  Counts do not depend on them, so any choice gives the same counts, and
   the first is the one the caller names first;
 - calibration: the one fitted on the most held-out messages (see ``_calibration``);
-- trained messages: the union; created: the earliest; updated: now.
+- trained messages: the union; created: the earliest; updated: now;
+- mistake tables (see mistakes.py): summed like the counts, with the record of each
+  message's copies, and the smallest weight of the models', so that merging a model
+  from before the table keeps the table out of scoring.  This is the one part a
+  merge does not reproduce exactly: the table depends on what the model knew when
+  each message came, so training on all the mail at once would add other copies.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import numpy as np
 from .calibration import Calibration
 from .counts import Vocabulary
 from .filter import SpamFilter
+from .mistakes import MistakeTable
 from .model import NaiveBayes
 
 __all__ = ["IncompatibleModels", "merge_filters"]
@@ -75,6 +81,9 @@ def merge_filters(filters: Sequence[SpamFilter]) -> SpamFilter:
     model.class_counts = np.zeros(len(classes), dtype=np.int64)
     model.token_counts = np.zeros((len(classes), len(vocabulary)))
     model.doc_counts = np.zeros((len(classes), len(vocabulary)))
+    mistakes = MistakeTable(weight=min(f.mistakes.weight for f in filters))
+    mistakes.fit_shape(len(classes), len(vocabulary))
+    mistake_copies: dict[str, int] = {}
     for spam_filter in filters:
         part = spam_filter.model
         rows = np.array([row_of[label] for label in part.classes], dtype=np.intp)
@@ -88,6 +97,11 @@ def merge_filters(filters: Sequence[SpamFilter]) -> SpamFilter:
         model.class_counts[rows] += part.class_counts
         model.token_counts[block] += part.token_counts
         model.doc_counts[block] += part.doc_counts
+        # A table may stop short of its model's classes and columns, as counts may.
+        part_table = spam_filter.mistakes.counts
+        height, width = part_table.shape
+        mistakes.counts[np.ix_(rows[:height], columns[:width])] += part_table
+        mistake_copies.update(spam_filter.mistake_copies)
 
     # updated and written_by keep their defaults: now, and this spamnb.
     return SpamFilter(
@@ -97,6 +111,8 @@ def merge_filters(filters: Sequence[SpamFilter]) -> SpamFilter:
         created=_earliest([f.created for f in filters]),
         calibration=_calibration(filters),
         trained=trained,
+        mistakes=mistakes,
+        mistake_copies=mistake_copies,
     )
 
 

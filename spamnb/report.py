@@ -101,11 +101,25 @@ def info_table(info: dict[str, Any]) -> Table:
             else ""
         ),
     )
+    mistakes = info.get("mistake_table")
+    if mistakes is not None:
+        _add_row(table, "mistake table", _mistake_table_text(mistakes, info["event_model"]))
     _add_row(table, "size", human_size(info["bytes"]))
     state = info.get("pipe_table")
     if state is not None:
         _add_row(table, "pipe table", _PIPE_TABLE_STATES.get(state, state))
     return table
+
+
+def _mistake_table_text(mistakes: dict[str, Any], event_model: str) -> str:
+    held = f"{mistakes['messages']:,} messages, {mistakes['copies']:,} copies"
+    if mistakes["in_use"]:
+        return f"{held}, weight {mistakes['weight']:g}"
+    if not mistakes["weight"]:
+        return "off (a model from before it, or trained with --mistake-weight 0)"
+    if event_model != "boolean":
+        return f"{held}; not used with the {event_model} model"
+    return "empty: it fills when a training run brings both classes"
 
 
 # What `info` says of the scoring table: all but "current" cost the pipe filter the

@@ -30,6 +30,7 @@ from . import __version__
 from .calibration import Calibration
 from .counts import Vocabulary
 from .filter import SpamFilter
+from .mistakes import MistakeTable
 from .model import NaiveBayes
 from .paths import ModelFileError, check_trusted, default_model_path, table_path
 from .tokens import TokenizerSettings
@@ -50,8 +51,9 @@ FORMAT_NAME = "spamnb-model"
 # packs the vocabulary and the digests of trained messages into byte arrays: joblib
 # pickles a list of 600,000 strings one by one in Python (3 s of a 4 s save), an
 # array in one write.  Version 1 files are still read.
-# Version 3 puts the checksum header before the payload.
-FORMAT_VERSION = 3
+# Version 3 puts the checksum header before the payload.  Version 4 adds the mistake
+# table: an older spamnb would score without it and disagree with the pipe's table.
+FORMAT_VERSION = 4
 # PNG's trick: the high byte and the line ends show a file mangled by a text-mode copy.
 FILE_MAGIC = b"\x89SPAMNB-MODEL\r\n\x1a\n"
 _DIGEST_SIZE = 32
@@ -108,6 +110,11 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         "model": spam_filter.model.to_state(),
         "calibration": spam_filter.calibration.to_dict(),
         "trained": _pack_trained(spam_filter.trained, spam_filter.model.classes),
+        "mistakes": {
+            **spam_filter._shaped_mistakes().to_state(),
+            "digests": pack_strings(list(spam_filter.mistake_copies)),
+            "copies": np.fromiter(spam_filter.mistake_copies.values(), np.int64),
+        },
     }
 
 
@@ -152,6 +159,12 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
         calibration = Calibration.from_dict(payload.get("calibration", {}))
         _check_consistent(model, vocabulary, tokens, settings)
         _check_calibration(calibration)
+        if version >= 4:
+            mistakes, mistake_copies = _unpack_mistakes(payload["mistakes"], model, trained)
+        else:
+            # Trained before the table existed: the mail it learnt is gone, so the
+            # table stays out of scoring (weight 0) until `train --new` (README, info).
+            mistakes, mistake_copies = MistakeTable(weight=0.0), {}
         return SpamFilter(
             model=model,
             vocabulary=vocabulary,
@@ -161,10 +174,27 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
             written_by=str(payload["spamnb_version"]),
             calibration=calibration,
             trained=_checked_trained(trained, model.classes),
+            mistakes=mistakes,
+            mistake_copies=mistake_copies,
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise ModelFileError(f"{path} is a damaged spamnb model file ({detail})") from None
+
+
+def _unpack_mistakes(
+    packed: object, model: NaiveBayes, trained: dict[str, str]
+) -> tuple[MistakeTable, dict[str, int]]:
+    if not isinstance(packed, dict):
+        raise ValueError("the mistake table is not a table")
+    table = MistakeTable.from_state(packed, len(model.classes), model.n_features)
+    digests = unpack_strings(packed["digests"], "record of mistake copies")
+    copies = np.asarray(packed["copies"])
+    if copies.shape != (len(digests),) or (copies < 1).any():
+        raise ValueError("the record of mistake copies does not match its digests")
+    if not set(digests) <= trained.keys():
+        raise ValueError("the mistake table holds copies of messages never trained")
+    return table, dict(zip(digests, copies.tolist(), strict=True))
 
 
 def _checked_trained(trained: object, classes: list[str]) -> dict[str, str]:

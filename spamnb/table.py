@@ -111,6 +111,16 @@ def table_arrays(
         if certain.any():
             return None
         constant = prior + absent_sum
+    mistake_weight = spam_filter.mistake_weight()
+    if mistake_weight:
+        # Both are sums over the message's tokens, so their weighted mean is one
+        # weight per token and class.
+        mistakes = spam_filter._shaped_mistakes().log_prob(active)
+        mistakes *= mistake_weight
+        weights = weights * (1 - mistake_weight)
+        weights += mistakes
+        del mistakes
+        constant = (1 - mistake_weight) * constant
     columns = np.flatnonzero(active)
     weights = weights[:, columns].T.astype("<f8")
     if not (np.isfinite(weights).all() and np.isfinite(constant).all()):

@@ -3,11 +3,12 @@
 :meth:`SpamFilter.learn` takes every message's tokens at once.  Here messages arrive
 in batches, are counted by :mod:`spamnb.parallel` (in this process, in worker
 processes or on a Dask cluster) and are added to the filter in order, so the counts
-equal those of ``learn`` on all of them.  The calibration is fitted once at the end,
-on the counted messages when there are at most ``CALIBRATION_SAMPLE`` of them and on
-a uniform random sample of that many otherwise: it has two parameters and two
-cut-offs to fit, and keeping every message's row would make memory grow with the
-mailbox.
+equal those of ``learn`` on all of them.  The mistake table is trained and the
+calibration fitted once at the end, on the counted messages when there are at most
+``CALIBRATION_SAMPLE`` of them and on a uniform random sample of that many
+otherwise: the calibration has two parameters and two cut-offs to fit, the mistake
+table takes in about a third of the mail it is shown, and keeping every message's
+row would make memory grow with the mailbox.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ CALIBRATION_SAMPLE = 10_000
 
 
 class CalibrationSample:
-    """A uniform random sample (reservoir) of at most ``size`` count rows and labels."""
+    """A uniform random sample (reservoir) of at most ``size`` count rows, with their
+    labels and digests."""
 
     def __init__(self, size: int = CALIBRATION_SAMPLE, seed: int = 0) -> None:
         self.size = size
@@ -38,10 +40,11 @@ class CalibrationSample:
         # single rows once it is full and rows start replacing each other.
         self.parts: list[sp.csr_matrix] = []
         self.labels: list[str] = []
+        self.digests: list[str] = []
         self._random = random.Random(seed)
         self._by_row = False
 
-    def add(self, X: sp.csr_matrix, labels: Sequence[str]) -> None:
+    def add(self, X: sp.csr_matrix, labels: Sequence[str], digests: Sequence[str]) -> None:
         # Counts of one message fit 32 bits, and so do column numbers below 2^31: half
         # the memory of the float64 data and int64 columns the batches come in (10,000
         # rows of about 1,000 tokens each are 80 MB instead of 160).
@@ -54,8 +57,9 @@ class CalibrationSample:
             kept = min(room, len(labels))
             self.parts.append(X[:kept])
             self.labels.extend(labels[:kept])
+            self.digests.extend(digests[:kept])
             self.seen += kept
-            X, labels = X[kept:], labels[kept:]
+            X, labels, digests = X[kept:], labels[kept:], digests[kept:]
         if not len(labels):
             return
         if not self._by_row:
@@ -67,6 +71,7 @@ class CalibrationSample:
             if slot < self.size:
                 self.parts[slot] = X[i]
                 self.labels[slot] = label
+                self.digests[slot] = digests[i]
 
     def matrix(self, n_features: int) -> sp.csr_matrix:
         """The sampled rows, widened to the vocabulary's final size."""
@@ -81,6 +86,19 @@ class CalibrationSample:
         if not widened:
             return sp.csr_matrix((0, n_features))
         return sp.vstack(widened, format="csr")
+
+    def current(
+        self, trained: dict[str, str], n_features: int
+    ) -> tuple[sp.csr_matrix, list[str], list[str]]:
+        """The sampled rows, labels and digests, each message once and as it is trained
+        now: a message met twice in one run (moved to another class by a later
+        folder) keeps its last row, and is dropped if that is not its class now."""
+        last = {digest: i for i, digest in enumerate(self.digests)}
+        keep = sorted(i for digest, i in last.items() if trained.get(digest) == self.labels[i])
+        X = self.matrix(n_features)
+        if len(keep) == len(self.labels):
+            return X, list(self.labels), list(self.digests)
+        return X[keep], [self.labels[i] for i in keep], [self.digests[i] for i in keep]
 
 
 def learn_batches(
@@ -127,11 +145,11 @@ def learn_batches(
         for label, count_now in batch_outcome["by_class"].items():
             outcome["by_class"][label] = outcome["by_class"].get(label, 0) + count_now
         if rows:
-            sample.add(X[rows], [labels[i] for i in rows])
+            sample.add(X[rows], [labels[i] for i in rows], [counted.digests[i] for i in rows])
         if on_step is not None:
             on_step(len(labels))
     if sample.labels:
-        spam_filter.fit_calibration_matrix(
-            sample.matrix(len(spam_filter.vocabulary)), sample.labels
-        )
+        X, labels, digests = sample.current(spam_filter.trained, len(spam_filter.vocabulary))
+        copies = spam_filter.train_mistakes(X, labels, digests)
+        spam_filter.fit_calibration_matrix(X, labels, mistake_copies=copies)
     return outcome

@@ -240,7 +240,7 @@ def cross_validate(
         train_tokens = [token_lists[i] for i in train]
         train_labels = [labels[i] for i in train]
         test_tokens = [token_lists[i] for i in test]
-        spam_filter.train_tokens(train_tokens, train_labels)
+        copies = spam_filter.train_tokens(train_tokens, train_labels)
         # Columns in the order of ``classes``, whatever order the fold met them in.
         columns = [spam_filter.classes.index(c) for c in classes]
         for s, setting in enumerate(settings):
@@ -249,7 +249,7 @@ def cross_validate(
                 # From scratch, so a fold too small to calibrate gets the neutral map
                 # rather than the previous setting's.
                 spam_filter.calibration = Calibration()
-                spam_filter.fit_calibration(train_tokens, train_labels)
+                spam_filter.fit_calibration(train_tokens, train_labels, mistake_copies=copies)
             fold_proba, fold_log_odds, fold_lengths = spam_filter.score_tokens(test_tokens)
             proba[s][test] = fold_proba[:, columns]
             predicted[s][test] = spam_filter.predict_labels(fold_proba)
@@ -447,8 +447,8 @@ def tune(
     if test_size is not None:
         final = SpamFilter()
         best.setting.apply(final.model)
-        final.train_tokens(tune_tokens, tune_labels)
-        final.fit_calibration(tune_tokens, tune_labels)
+        copies = final.train_tokens(tune_tokens, tune_labels)
+        final.fit_calibration(tune_tokens, tune_labels, mistake_copies=copies)
         test_labels = [labels[i] for i in test_indices]
         proba, log_odds, lengths = final.score_tokens([token_lists[i] for i in test_indices])
         assert log_odds is not None
@@ -611,6 +611,7 @@ def learning_curve(
         spam_filter.__dict__["_matrices"] = [(test_tokens, X_test)]
         spam_filter.model.alpha = float(alpha)
         spam_filter.model.add_counts(X_train[:size], ordered_labels[:size])
+        spam_filter.train_mistakes(X_train[:size], ordered_labels[:size])
         positive = spam_filter.positive_class()
         for event_model in event_models:
             spam_filter.model.event_model = event_model

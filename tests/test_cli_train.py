@@ -235,6 +235,35 @@ def test_info_says_what_the_pipe_finds_and_train_rewrites_the_table(tmp_path, sa
     assert state() == "current"
 
 
+def test_the_mistake_table_in_info_and_turned_off_by_its_weight(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    off = tmp_path / "off.joblib"
+    sample = ["--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+    run("train", "-m", model, *sample)
+    run("train", "-m", off, "--mistake-weight", "0", *sample)
+    table = run_json("info", "-m", model)["mistake_table"]
+    assert table["weight"] == 0.5 and table["in_use"]
+    assert 0 < table["messages"] <= table["copies"]
+    assert "weight 0.5" in run("info", "-m", model).stdout
+    assert run_json("info", "-m", off)["mistake_table"] == {
+        "weight": 0.0,
+        "in_use": False,
+        "messages": 0,
+        "copies": 0,
+    }
+    assert "off" in run("info", "-m", off).stdout
+    # The same counts either way; scoring with weight 0 gives the untrained table's scores.
+    folder = sample_maildir / "spam"
+
+    def scores(*args):
+        result = run("classify", *args, "--json", folder)
+        assert result.exit_code == 0, result.output
+        return [json.loads(line)["log_odds"] for line in result.stdout.splitlines()]
+
+    assert scores("-m", model, "--mistake-weight", "0") == scores("-m", off)
+    assert scores("-m", model) != scores("-m", off)
+
+
 @pytest.mark.parametrize(
     "args, fragments",
     [

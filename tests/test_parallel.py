@@ -76,7 +76,8 @@ def test_the_calibration_sample_is_bounded_and_uniform():
     sample = CalibrationSample(size=100, seed=1)
     for start in range(0, 10_000, 250):
         rows = sp.csr_matrix(np.arange(start, start + 250, dtype=float)[:, None])
-        sample.add(rows, ["spam" if i % 2 else "ham" for i in range(start, start + 250)])
+        numbers = range(start, start + 250)
+        sample.add(rows, ["spam" if i % 2 else "ham" for i in numbers], [f"d{i}" for i in numbers])
     matrix = sample.matrix(3)
     assert matrix.shape == (100, 3)
     values = matrix[:, 0].toarray().ravel()
@@ -84,16 +85,31 @@ def test_the_calibration_sample_is_bounded_and_uniform():
     # A uniform sample of 0..9999 has a mean near 5,000 (sd of the mean about 290).
     assert 3_500 < values.mean() < 6_500
     assert [("spam" if v % 2 else "ham") for v in values] == sample.labels
+    assert [f"d{v:.0f}" for v in values] == sample.digests
 
 
 def test_small_mail_is_sampled_whole():
     import scipy.sparse as sp
 
     sample = CalibrationSample(size=100)
-    sample.add(sp.csr_matrix(np.eye(3)), ["a", "b", "c"])
-    sample.add(sp.csr_matrix(np.eye(3)), ["d", "e", "f"])
+    sample.add(sp.csr_matrix(np.eye(3)), ["a", "b", "c"], ["1", "2", "3"])
+    sample.add(sp.csr_matrix(np.eye(3)), ["d", "e", "f"], ["4", "5", "6"])
     assert sample.labels == list("abcdef")
     assert sample.matrix(5).shape == (6, 5)
+
+
+def test_the_sample_keeps_each_message_once_as_trained_now():
+    import scipy.sparse as sp
+
+    sample = CalibrationSample(size=100)
+    rows = sp.csr_matrix(np.arange(4, dtype=float)[:, None])
+    # "m1" was met as ham, then moved to spam by a later folder; "m3" was forgotten.
+    sample.add(rows, ["ham", "spam", "spam", "ham"], ["m1", "m2", "m1", "m3"])
+    X, labels, digests = sample.current({"m1": "spam", "m2": "spam"}, 2)
+    assert digests == ["m2", "m1"]
+    assert labels == ["spam", "spam"]
+    assert X[:, 0].toarray().ravel().tolist() == [1.0, 2.0]
+    assert X.shape == (2, 2)
 
 
 def test_counting_in_workers_keeps_the_batch_order(sample_maildir):

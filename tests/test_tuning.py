@@ -39,8 +39,8 @@ def direct_row(token_lists, labels, setting: Setting, folds: int, seed: int) -> 
         setting.apply(spam_filter.model)
         train_tokens = [token_lists[i] for i in train]
         train_labels = [labels[i] for i in train]
-        spam_filter.train_tokens(train_tokens, train_labels)
-        spam_filter.fit_calibration(train_tokens, train_labels)
+        copies = spam_filter.train_tokens(train_tokens, train_labels)
+        spam_filter.fit_calibration(train_tokens, train_labels, mistake_copies=copies)
         proba, log_odds, lengths = spam_filter.score_tokens([token_lists[i] for i in test])
         predicted[test] = spam_filter.predict_labels(proba)
         decision[test] = spam_filter.calibration.decision(log_odds, lengths)
@@ -160,8 +160,8 @@ def test_the_test_numbers_are_the_chosen_setting_trained_on_the_tuning_part():
     result.setting.apply(spam_filter.model)
     tune_tokens = [token_lists[i] for i in result.tuned_on]
     tune_labels = [labels[i] for i in result.tuned_on]
-    spam_filter.train_tokens(tune_tokens, tune_labels)
-    spam_filter.fit_calibration(tune_tokens, tune_labels)
+    copies = spam_filter.train_tokens(tune_tokens, tune_labels)
+    spam_filter.fit_calibration(tune_tokens, tune_labels, mistake_copies=copies)
     proba, _, _ = spam_filter.score_tokens([token_lists[i] for i in result.test_indices])
     predicted = spam_filter.predict_labels(proba)
     truth = [labels[i] for i in result.test_indices]

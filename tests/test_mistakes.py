@@ -1,0 +1,284 @@
+"""The mistake table: CRM114-style training, its share of the scores, and taking back."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from corpus_fixtures import sample_messages, synthetic_corpus
+
+from spamnb.calibration import LENGTH_EXPONENT
+from spamnb.counts import Vocabulary, count_matrix
+from spamnb.filter import SpamFilter, message_digest
+from spamnb.mail import iter_messages
+from spamnb.mistakes import ALPHA, MARGIN, PASSES, MistakeTable, class_rows, presence
+from spamnb.paths import ModelFileError
+from spamnb.store import from_payload, to_payload
+from spamnb.tokens import tokenize
+
+
+def one_at_a_time(P: sp.csr_matrix, rows: np.ndarray, n_classes: int, seed: int = 0):
+    """The training loop the slow, obvious way: each message scored from the counts."""
+    counts = np.zeros((n_classes, P.shape[1]))
+    copies = np.zeros(P.shape[0], dtype=np.int64)
+    order = np.random.default_rng(seed).permutation(P.shape[0])
+    for _ in range(PASSES):
+        added = 0
+        for i in order:
+            columns = P.indices[P.indptr[i] : P.indptr[i + 1]]
+            seen = counts.sum(axis=0) > 0
+            known = columns[seen[columns]]
+            if len(known):
+                totals = counts[:, seen].sum(axis=1)
+                scores = np.log(counts[:, known] + ALPHA).sum(axis=1) - len(known) * np.log(
+                    totals + ALPHA * seen.sum()
+                )
+                others = np.delete(scores, rows[i])
+                margin = (scores[rows[i]] - others.max()) / len(known) ** LENGTH_EXPONENT
+            else:
+                margin = 0.0
+            if margin <= MARGIN:
+                counts[rows[i], columns] += 1
+                copies[i] += 1
+                added += 1
+        if not added:
+            break
+    return counts, copies
+
+
+def counted(token_lists, labels):
+    vocabulary = Vocabulary()
+    X = count_matrix(token_lists, vocabulary, grow=True)
+    classes = list(dict.fromkeys(labels))
+    return presence(X), class_rows(classes, labels), classes
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_training_equals_scoring_each_message_from_the_counts(seed):
+    token_lists, labels = synthetic_corpus(40, 50, seed=seed)
+    # A third class, so the margin is taken against the strongest of two others.
+    labels = [("news" if i % 7 == 0 else label) for i, label in enumerate(labels)]
+    P, rows, classes = counted(token_lists, labels)
+    table = MistakeTable()
+    table.fit_shape(len(classes), P.shape[1])
+    copies = table.train(P, rows, seed=seed)
+    expected_counts, expected_copies = one_at_a_time(P, rows, len(classes), seed=seed)
+    np.testing.assert_array_equal(copies, expected_copies)
+    np.testing.assert_array_equal(table.counts, expected_counts)
+    # Messages of a few words never clear a margin of 4 per token^0.75: every pass
+    # adds them again.
+    assert copies.max() == PASSES
+
+
+def test_training_on_real_mail_equals_the_slow_loop(sample_maildir):
+    messages, labels = sample_messages(sample_maildir)
+    P, rows, classes = counted([tokenize(m) for m in messages], labels)
+    table = MistakeTable()
+    table.fit_shape(len(classes), P.shape[1])
+    copies = table.train(P, rows)
+    expected_counts, expected_copies = one_at_a_time(P, rows, len(classes))
+    np.testing.assert_array_equal(copies, expected_copies)
+    np.testing.assert_array_equal(table.counts, expected_counts)
+
+
+def test_after_training_real_mail_clears_the_margin(sample_maildir):
+    messages, labels = sample_messages(sample_maildir)
+    P, rows, classes = counted([tokenize(m) for m in messages], labels)
+    table = MistakeTable()
+    table.fit_shape(len(classes), P.shape[1])
+    copies = table.train(P, rows)
+    assert 0 < (copies > 0).sum() < len(labels)
+    jll = table.joint(P, np.ones(P.shape[1], dtype=bool))
+    known = np.asarray(P @ (table.counts.sum(axis=0) > 0).astype(float)).ravel()
+    n = np.arange(len(rows))
+    margin = (jll[n, rows] - jll[n, 1 - rows]) / np.maximum(known, 1) ** LENGTH_EXPONENT
+    assert (margin > MARGIN).all()
+
+
+def test_held_out_scores_equal_a_table_without_those_copies():
+    token_lists, labels = synthetic_corpus(50, 50, seed=5)
+    P, rows, classes = counted(token_lists, labels)
+    table = MistakeTable()
+    table.fit_shape(len(classes), P.shape[1])
+    copies = table.train(P, rows)
+    usable = np.ones(P.shape[1], dtype=bool)
+    usable[::5] = False  # columns the model does not score
+    fold = np.arange(0, len(labels), 3)
+    held_out = table.held_out_joint(P[fold], rows[fold], copies[fold], usable)
+    without = copy.deepcopy(table)
+    without.add(P[fold], rows[fold], copies[fold], sign=-1)
+    np.testing.assert_allclose(held_out, without.joint(P[fold], usable), rtol=1e-12)
+    assert not np.allclose(held_out, table.joint(P[fold], usable))
+
+
+def sample_filter(sample_maildir: Path) -> tuple[SpamFilter, list, list, list]:
+    messages, labels = sample_messages(sample_maildir)
+    spam_filter = SpamFilter()
+    token_lists = spam_filter.tokenize(messages)
+    digests = [message_digest(m) for m in messages]
+    spam_filter.learn(token_lists, labels, digests)
+    return spam_filter, token_lists, labels, digests
+
+
+def test_learning_records_copies_and_the_table_scores(sample_maildir):
+    spam_filter, token_lists, labels, digests = sample_filter(sample_maildir)
+    assert spam_filter.mistake_copies
+    assert set(spam_filter.mistake_copies) <= set(spam_filter.trained)
+    # The table is its messages' presence rows, each times its copies, by class.
+    X = spam_filter.vectorise(token_lists)
+    rows = class_rows(spam_filter.classes, labels)
+    per_row = np.array([spam_filter.mistake_copies.get(d, 0) for d in digests])
+    rebuilt = MistakeTable()
+    rebuilt.fit_shape(len(spam_filter.classes), spam_filter.model.n_features)
+    rebuilt.add(presence(X), rows, per_row)
+    np.testing.assert_array_equal(rebuilt.counts, spam_filter.mistakes.counts)
+    # Scores are the mean of the model's and the table's joint log-likelihoods.
+    usable = spam_filter.model.active_features()
+    expected = 0.5 * spam_filter.model.joint_log_likelihood(X) + 0.5 * rebuilt.joint(
+        presence(X), usable
+    )
+    np.testing.assert_allclose(spam_filter.joint_log_likelihood(X), expected, rtol=1e-12)
+
+
+def test_forgetting_takes_back_every_copy(sample_maildir):
+    spam_filter, token_lists, labels, digests = sample_filter(sample_maildir)
+    with_copies = [i for i, d in enumerate(digests) if d in spam_filter.mistake_copies]
+    some = with_copies[: len(with_copies) // 2]
+    X = spam_filter.vectorise([token_lists[i] for i in some])
+    expected = spam_filter.mistakes.counts.copy()
+    taken = np.array([spam_filter.mistake_copies[digests[i]] for i in some])
+    rows = class_rows(spam_filter.classes, [labels[i] for i in some])
+    indicator = sp.csr_matrix((taken, (rows, np.arange(len(some)))), shape=(2, len(some)))
+    expected[:, : X.shape[1]] -= (indicator @ presence(X)).toarray()
+    spam_filter.forget([token_lists[i] for i in some], [digests[i] for i in some])
+    np.testing.assert_array_equal(spam_filter.mistakes.counts, expected)
+    assert not set(digests[i] for i in some) & set(spam_filter.mistake_copies)
+    spam_filter.forget(token_lists, digests)
+    assert not spam_filter.mistakes.counts.any()
+    assert spam_filter.mistake_copies == {}
+    assert spam_filter.mistake_weight() == 0.0
+
+
+def test_moving_a_message_takes_its_copies_out_of_the_old_class(sample_maildir):
+    spam_filter, token_lists, labels, digests = sample_filter(sample_maildir)
+    i = next(i for i, d in enumerate(digests) if d in spam_filter.mistake_copies)
+    old = spam_filter.classes.index(labels[i])
+    columns = spam_filter.vectorise([token_lists[i]]).indices
+    before = spam_filter.mistakes.counts[old, columns].copy()
+    copies = spam_filter.mistake_copies[digests[i]]
+    other = "ham" if labels[i] == "spam" else "spam"
+    outcome = spam_filter.learn([token_lists[i]], [other], [digests[i]])
+    assert outcome["moved"] == 1
+    np.testing.assert_array_equal(spam_filter.mistakes.counts[old, columns], before - copies)
+    # In its new class it was trained as any new message: added only if it was hard.
+    new = spam_filter.classes.index(other)
+    assert spam_filter.mistake_copies.get(digests[i], 0) == 0 or (
+        spam_filter.mistakes.counts[new, columns].min() >= spam_filter.mistake_copies[digests[i]]
+    )
+
+
+def test_the_table_survives_saving_and_a_format_3_model_loads_with_it_off(sample_maildir, tmp_path):
+    spam_filter, token_lists, _, _ = sample_filter(sample_maildir)
+    loaded = from_payload(to_payload(spam_filter), tmp_path / "m")
+    np.testing.assert_array_equal(loaded.mistakes.counts, spam_filter.mistakes.counts)
+    assert loaded.mistake_copies == spam_filter.mistake_copies
+    assert loaded.mistakes.weight == spam_filter.mistakes.weight
+    np.testing.assert_array_equal(
+        loaded.score_tokens(token_lists)[1], spam_filter.score_tokens(token_lists)[1]
+    )
+    old = to_payload(spam_filter)
+    old["format_version"] = 3
+    del old["mistakes"]
+    plain = from_payload(old, tmp_path / "m")
+    assert plain.mistakes.weight == 0.0 and plain.mistake_weight() == 0.0
+    without = copy.deepcopy(spam_filter)
+    without.mistakes.weight = 0.0
+    np.testing.assert_array_equal(
+        plain.score_tokens(token_lists)[1], without.score_tokens(token_lists)[1]
+    )
+    # And a model without the table does not start one: its weight stays 0.
+    plain.learn(token_lists[:5], ["ham"] * 5, [f"new message {i}" for i in range(5)])
+    assert not plain.mistakes.counts.any()
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda m: m.update(copies=m["copies"][:-1]),
+        lambda m: m.update(copies=-m["copies"]),
+        lambda m: m.update(weight=2.0),
+        lambda m: m.update(columns=m["columns"][::-1].copy()),
+        lambda m: m.update(counts=m["counts"][:1]),
+        lambda m: m.update(digests={"strings": ["not trained"] * len(m["copies"])}),
+    ],
+)
+def test_a_damaged_table_is_refused(sample_maildir, tmp_path, damage):
+    spam_filter, _, _, _ = sample_filter(sample_maildir)
+    payload = to_payload(spam_filter)
+    damage(payload["mistakes"])
+    with pytest.raises(ModelFileError, match="damaged"):
+        from_payload(payload, tmp_path / "m")
+
+
+def test_calibration_holds_the_table_out(sample_maildir):
+    messages, labels = sample_messages(sample_maildir)
+    spam_filter = SpamFilter()
+    token_lists = spam_filter.tokenize(messages)
+    copies = spam_filter.train_tokens(token_lists, labels)
+    assert copies.any()
+    assert spam_filter.fit_calibration(token_lists, labels, mistake_copies=copies)
+    held_out = spam_filter.calibration
+    # Scored as trained, the table's own messages clear its margin: the fit would
+    # believe the filter far surer than it is on new mail.
+    assert spam_filter.fit_calibration(token_lists, labels)
+    in_sample = spam_filter.calibration
+    assert held_out.slope != in_sample.slope
+    assert 0 < held_out.ham_cutoff < held_out.spam_cutoff < 1
+
+
+def test_one_class_trains_no_table_and_the_table_fills_with_both():
+    token_lists, labels = synthetic_corpus(30, 30, seed=8)
+    spam_filter = SpamFilter()
+    spam = [i for i, label in enumerate(labels) if label == "spam"]
+    ham = [i for i, label in enumerate(labels) if label == "ham"]
+    spam_filter.learn([token_lists[i] for i in spam], ["spam"] * len(spam), [f"s{i}" for i in spam])
+    assert not spam_filter.mistakes.counts.any()
+    assert spam_filter.mistake_weight() == 0.0
+    spam_filter.learn([token_lists[i] for i in ham], ["ham"] * len(ham), [f"h{i}" for i in ham])
+    assert spam_filter.mistakes.counts.any()
+    assert spam_filter.mistake_weight() == 0.5
+
+
+def test_the_table_is_used_with_the_boolean_model_only(sample_maildir):
+    spam_filter, token_lists, _, _ = sample_filter(sample_maildir)
+    X = spam_filter.vectorise(token_lists)
+    for event_model in ("multinomial", "bernoulli"):
+        spam_filter.model.event_model = event_model
+        assert spam_filter.mistake_weight() == 0.0
+        np.testing.assert_array_equal(
+            spam_filter.joint_log_likelihood(X), spam_filter.model.joint_log_likelihood(X)
+        )
+
+
+@pytest.mark.corpus
+def test_on_real_mail_the_table_takes_the_hard_third(real_corpus):
+    dirs = real_corpus("spamassassin")
+    messages, labels = [], []
+    for label in ("spam", "ham"):
+        for folder in dirs[label]:
+            for item in list(iter_messages(folder, "dir"))[:150]:
+                messages.append(item.data)
+                labels.append(label)
+    token_lists = [tokenize(m) for m in messages]
+    P, rows, classes = counted(token_lists, labels)
+    table = MistakeTable()
+    table.fit_shape(len(classes), P.shape[1])
+    copies = table.train(P, rows)
+    expected_counts, expected_copies = one_at_a_time(P, rows, len(classes))
+    np.testing.assert_array_equal(copies, expected_copies)
+    np.testing.assert_array_equal(table.counts, expected_counts)
+    # About a third of the SpamAssassin training mail when the margin was chosen.
+    assert 0.1 < (copies > 0).mean() < 0.7
