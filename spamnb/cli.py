@@ -1226,6 +1226,7 @@ def learning_curve_rows(
         made = SpamFilter(settings=trained.settings)
         for name in ("event_model", "alpha", "min_count", "max_features", "selection"):
             setattr(made.model, name, getattr(trained.model, name))
+        made.mistakes.weight = trained.mistakes.weight
         return made
 
     train_idx, test_idx = stratified_split(labels, test_size or 0.3, seed)
@@ -1302,12 +1303,14 @@ SET_KEYS = {
     "min-count": ("min_count", int),
     "max-features": ("max_features", int),
     "select": ("selection", str),
+    "mistakes": ("mistake_weight", float),
 }
 
 
 def parse_option_sets(text: str) -> list[Any]:
     """`--compare` sets: comma-separated; each is words such as `boolean`, `k=0.1`,
-    `min-count=2`, `max-features=50000`, `select=df`, `pairs` or `no-pairs`."""
+    `min-count=2`, `max-features=50000`, `select=df`, `mistakes=0`, `pairs` or
+    `no-pairs`."""
     from .evaluation import OptionSet
 
     sets = []
@@ -1343,6 +1346,8 @@ def parse_option_sets(text: str) -> list[Any]:
                 raise fail(f"--compare: {word!r}: min-count must be 1 or more")
             if name == "max_features" and converted < 0:
                 raise fail(f"--compare: {word!r}: max-features must be 0 (all) or more")
+            if name == "mistake_weight" and not 0 <= converted <= 1:
+                raise fail(f"--compare: {word!r}: the mistake table's weight is from 0 to 1")
             if name == "selection" and converted not in FEATURE_SELECTIONS:
                 raise fail(f"--compare: {word!r}: select is one of {', '.join(FEATURE_SELECTIONS)}")
             options[name] = converted

@@ -334,7 +334,6 @@ def evaluate_online(
         event_model=model.event_model,
         alpha=model.alpha,
         min_count=model.min_count,
-        mistake_weight=settings.mistakes.weight,
         on_step=on_step,
     )
     scored = Scored(

@@ -37,7 +37,7 @@ import scipy.sparse as sp
 
 from .calibration import LENGTH_EXPONENT
 
-__all__ = ["MISTAKE_WEIGHT", "MistakeTable", "presence"]
+__all__ = ["MISTAKE_WEIGHT", "MistakeTable", "block_sums", "class_rows", "presence"]
 
 # The weight of the table's joint log-likelihood against the model's.  Fixed at one
 # half before the fresh fold partitions were run; 0.25 and 0.75 measured worse on
@@ -52,6 +52,7 @@ MISTAKE_WEIGHT = 0.5
 MARGIN = 4.0
 PASSES = 10
 ALPHA = 0.01
+COUNT_TYPE = np.float32
 
 
 def presence(X: sp.spmatrix) -> sp.csr_matrix:
@@ -62,6 +63,33 @@ def presence(X: sp.spmatrix) -> sp.csr_matrix:
     return P
 
 
+def block_sums(
+    indices: np.ndarray, indptr: np.ndarray, values: np.ndarray, start: int, end: int
+) -> np.ndarray:
+    """``values`` (one row per column) summed over the columns of each of the messages
+    start..end-1 of a CSR structure (``indices``, ``indptr``): ``P[start:end] @
+    values`` for their presence rows ``P``.
+
+    A few messages are summed by gathering their columns' values (building a matrix
+    costs more than that); more go through a sparse product, which does not copy
+    every entry's values first, over a matrix built for them alone.
+    """
+    first, last = indptr[start], indptr[end]
+    if end - start > 64:
+        block = sp.csr_matrix(
+            (np.ones(last - first), indices[first:last], indptr[start : end + 1] - first),
+            shape=(end - start, len(values)),
+        )
+        return block @ values
+    summed = np.zeros((end - start, *values.shape[1:]))
+    # Only messages with columns: each then sums up to the next one's start.
+    filled = indptr[start + 1 : end + 1] > indptr[start:end]
+    if filled.any():
+        offsets = indptr[start:end][filled] - first
+        summed[filled] = np.add.reduceat(values[indices[first:last]], offsets, axis=0)
+    return summed
+
+
 class MistakeTable:
     """Per-class counts of the messages added for being hard, and their scoring."""
 
@@ -69,18 +97,23 @@ class MistakeTable:
         if not (0.0 <= weight <= 1.0):
             raise ValueError(f"the mistake table's weight must be in [0, 1], not {weight}")
         self.weight = float(weight)
-        self.counts = np.zeros((0, 0), dtype=np.float64)
+        # Whole numbers, exact in float32 up to 2^24 copies of a token: half the
+        # memory of float64 for an array as wide as the vocabulary, which at 100,000
+        # messages made the difference to the 600 MB that training must stay under.
+        # Arithmetic on them is done in float64.
+        self.counts = np.zeros((0, 0), dtype=COUNT_TYPE)
 
     def fit_shape(self, n_classes: int, n_features: int) -> None:
         """Grow to the model's classes and vocabulary (both only ever grow)."""
         rows, columns = self.counts.shape
         if rows < n_classes or columns < n_features:
-            grown = np.zeros((max(rows, n_classes), max(columns, n_features)))
+            grown = np.zeros((max(rows, n_classes), max(columns, n_features)), COUNT_TYPE)
             grown[:rows, :columns] = self.counts
             self.counts = grown
 
-    def is_empty(self) -> bool:
-        return not self.counts.any()
+    def has_every_class(self) -> bool:
+        """Whether every class row holds some mail (and there are two or more)."""
+        return self.counts.shape[0] > 1 and bool(self.counts.any(axis=1).all())
 
     def active(self, usable: np.ndarray) -> np.ndarray:
         """The columns the table scores: seen by it and scored by the model.
@@ -89,19 +122,32 @@ class MistakeTable:
         filter grows the table to its vocabulary first (:meth:`fit_shape`)."""
         return self.counts.any(axis=0) & usable
 
-    def log_prob(self, usable: np.ndarray) -> np.ndarray:
-        """log P(w|c) by the table, shape (classes, features); 0 off its active columns.
+    def _totals(self, active: np.ndarray) -> np.ndarray:
+        """Each class's copies of tokens over the ``active`` columns, in float64."""
+        return self.counts.sum(axis=1, where=active, dtype=np.float64)
 
-        Built in one array of the table's size: at a million tokens each temporary
-        copy is 16 MB, and saving a large model is training's memory peak."""
-        active = self.active(usable)
-        totals = self.counts @ active.astype(np.float64)
-        log_prob = self.counts + ALPHA
-        np.log(log_prob, out=log_prob)
-        with np.errstate(divide="ignore"):  # no active column: nothing is scored
-            log_prob -= np.log(totals + ALPHA * np.count_nonzero(active))[:, None]
-        log_prob[:, ~active] = 0.0
+    def log_prob(self, usable: np.ndarray) -> np.ndarray:
+        """log P(w|c) by the table, shape (classes, features); 0 off its active columns."""
+        log_prob = np.zeros(self.counts.shape)
+        self.add_log_prob(log_prob, usable, 1.0)
         return log_prob
+
+    def add_log_prob(self, out: np.ndarray, usable: np.ndarray, weight: float) -> None:
+        """``out += weight * log_prob(usable)``, a slice of columns at a time.
+
+        Saving a model writes the pipe's table of weights, the memory peak of training
+        a large mailbox: there each whole-vocabulary temporary is 20 to 40 MB."""
+        active = self.active(usable)
+        with np.errstate(divide="ignore"):  # no active column: nothing is scored
+            per_class = np.log(self._totals(active) + ALPHA * np.count_nonzero(active))
+        step = 1 << 16
+        for start in range(0, self.counts.shape[1], step):
+            piece = slice(start, start + step)
+            log_prob = np.log(self.counts[:, piece].astype(np.float64) + ALPHA)
+            log_prob -= per_class[:, None]
+            log_prob[:, ~active[piece]] = 0.0
+            log_prob *= weight
+            out[:, piece] += log_prob
 
     def joint(self, P: sp.csr_matrix, usable: np.ndarray) -> np.ndarray:
         """The table's log-likelihood of each message (presence rows ``P``) per class."""
@@ -133,11 +179,11 @@ class MistakeTable:
             (np.asarray(copies, dtype=np.float64), (rows, np.arange(len(rows)))),
             shape=(self.counts.shape[0], len(rows)),
         )
-        before = self.counts[:, columns]
+        before = self.counts[:, columns].astype(np.float64)
         after = np.maximum(before - (indicator @ P_columns).toarray(), 0)
         active = self.active(usable)
         active_after = after.sum(axis=0) > 0
-        totals = self.counts @ active.astype(np.float64)
+        totals = self._totals(active)
         totals = totals - before[:, active[columns]].sum(axis=1) + after[:, active_after].sum(1)
         size = active.sum() - (active[columns] & ~active_after).sum()
         with np.errstate(divide="ignore"):  # no active column left: nothing is scored
@@ -145,71 +191,72 @@ class MistakeTable:
         log_prob[:, ~active_after] = 0.0
         return np.asarray(P_columns @ log_prob.T)
 
-    def train(self, P: sp.csr_matrix, rows: np.ndarray, seed: int = 0) -> np.ndarray:
-        """Add the messages (presence rows ``P``, class numbers ``rows``) the table gets
-        wrong by less than ``MARGIN``, pass after pass; returns each one's copies.
+    def train(self, X: sp.csr_matrix, rows: np.ndarray, seed: int = 0) -> np.ndarray:
+        """Add the messages (count rows ``X``, counted by presence; class numbers
+        ``rows``) the table gets wrong by less than ``MARGIN``, pass after pass;
+        returns each one's copies.  A row must hold each column once, as count
+        matrices do (checking would copy the matrix: CSR's canonical form also
+        wants sorted columns, which count matrices do not have).
 
         Messages are taken one at a time in a seeded order, each scored by the table
         as the messages before it left it.  Scoring them one by one in Python cost
         3 s for 4,232 messages, though after the first pass the table adds only a few
-        dozen: so the next messages are scored together by one sparse product, up to
-        the first that must be added; the table changes only there, and the rest are
-        scored again from the message after it.  The number scored together grows
-        while none is added.  The work is done on the columns these messages have,
-        not the whole vocabulary: a sample of 10,000 messages of a large mailbox has a
-        fraction of its tokens, and the copies of the table this needs stay that size.
+        dozen: so the next messages are scored together, up to the first that must
+        be added; the table changes only there, and the rest are scored again from
+        the message after it.  The number scored together grows while none is added,
+        up to 1,024.
+
+        Memory stays a small part of the messages' own: the work uses a reordered
+        copy of their column numbers only (the matrix's data is rebuilt for one
+        block at a time), renumbered to the columns they have, so the table's
+        working copy is the size of those, not of the vocabulary.  (Copying the
+        10,000 messages of the calibration sample as matrices, and numpy's unique()
+        over their columns, cost 200 MB at the peak of training 25,000 messages.)
         """
-        n, n_classes = P.shape[0], self.counts.shape[0]
+        n, n_classes = X.shape[0], self.counts.shape[0]
         copies = np.zeros(n, dtype=np.int64)
         if n == 0 or n_classes < 2:
             return copies
         order = np.random.default_rng(seed).permutation(n)
-        P = P[order]
         labels = np.asarray(rows)[order]
+        starts, ends = X.indptr[:-1][order], X.indptr[1:][order]
+        indptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(ends - starts, out=indptr[1:])
+        indices = np.concatenate(
+            [X.indices[a:b] for a, b in zip(starts.tolist(), ends.tolist(), strict=True)]
+            or [np.zeros(0, dtype=X.indices.dtype)]
+        )
         # Every column the messages have, whatever the model's cut-offs: those are
         # scoring settings, changed after training (``spamnb tune``, ``classify
         # --max-features``), and the table's counts must not depend on them.
-        local, inverse = np.unique(P.indices, return_inverse=True)
-        P = sp.csr_matrix((P.data, inverse.ravel(), P.indptr), shape=(n, len(local)))
+        used = np.zeros(X.shape[1], dtype=bool)
+        used[indices] = True
+        local = np.flatnonzero(used)
+        renumber = np.zeros(X.shape[1], dtype=indices.dtype)
+        renumber[local] = np.arange(len(local), dtype=indices.dtype)
+        for piece in range(0, len(indices), 1 << 20):  # in place, a piece at a time
+            indices[piece : piece + (1 << 20)] = renumber[indices[piece : piece + (1 << 20)]]
+        del used, renumber
         # Columns the table has no copy of have zero counts in every class, so the
         # totals over its active columns are the row sums.
-        totals = self.counts.sum(axis=1)
+        totals = self.counts.sum(axis=1, dtype=np.float64)
         n_active = int(np.count_nonzero(self.counts.any(axis=0)))
-        counts = self.counts[:, local]
-        active = counts.any(axis=0)
+        active = self.counts[:, local].any(axis=0)
         # Per column: log(count + alpha) for each class while the column is active
         # (0 before), and last 1 if it is active, so one sum over a message's columns
         # gives its log-likelihoods and its number of known tokens.  A column becomes
         # active when its first copy is added.
         values = np.zeros((len(local), n_classes + 1))
-        values[active, :n_classes] = np.log(counts[:, active].T + ALPHA)
+        values[active, :n_classes] = np.log(
+            self.counts[:, local[active]].T.astype(np.float64) + ALPHA
+        )
         values[active, n_classes] = 1.0
-        indices, indptr = P.indices, P.indptr
-
-        def sums(values: np.ndarray, start: int, end: int) -> np.ndarray:
-            """``values`` (per column) summed over each of the rows start..end-1.
-
-            A few rows are summed by gathering their entries: slicing them out as a
-            sparse matrix costs more than the sum.  Many rows go through the sparse
-            product, which does not copy every entry's values first."""
-            first, last = indptr[start], indptr[end]
-            if end - start > 64:
-                return P[start:end] @ values
-            if first == last:
-                return np.zeros((end - start, *values.shape[1:]))
-            offsets = indptr[start:end] - first
-            summed = np.add.reduceat(
-                values[indices[first:last]], np.minimum(offsets, last - first - 1), axis=0
-            )
-            summed[indptr[start + 1 : end + 1] == indptr[start:end]] = 0.0  # empty rows
-            return summed
-
         for _ in range(PASSES):
             added = 0
             position, chunk = 0, 1
             while position < n:
                 end = min(position + chunk, n)
-                summed = sums(values, position, end)
+                summed = block_sums(indices, indptr, values, position, end)
                 known = summed[:, n_classes]
                 # An empty table has no totals; every message then scores 0 anyway.
                 per_token = np.log(totals + ALPHA * n_active) if n_active else totals
@@ -222,25 +269,29 @@ class MistakeTable:
                 hits = np.flatnonzero(margins <= MARGIN)
                 if not len(hits):
                     position += len(own)
-                    chunk *= 4
+                    # At most 1,024 messages a block, so that its matrix stays small.
+                    chunk = min(chunk * 4, 1024)
                     continue
                 first = position + int(hits[0])
-                columns = P.indices[P.indptr[first] : P.indptr[first + 1]]
+                columns = indices[indptr[first] : indptr[first + 1]]
                 label = labels[first]
-                counts[label, columns] += 1
+                in_table = local[columns]
+                self.counts[label, in_table] += 1
                 new = columns[~active[columns]]
                 active[new] = True
                 values[new, n_classes] = 1.0
                 n_active += len(new)
-                values[new, :n_classes] = np.log(counts[:, new].T + ALPHA)
-                values[columns, label] = np.log(counts[label, columns] + ALPHA)
+                # Before this copy the new columns had no count in any class.
+                values[new, :n_classes] = np.log(ALPHA)
+                values[columns, label] = np.log(
+                    self.counts[label, in_table].astype(np.float64) + ALPHA
+                )
                 totals[label] += len(columns)
                 copies[order[first]] += 1
                 added += 1
                 position, chunk = first + 1, 1
             if not added:
                 break
-        self.counts[:, local] = counts
         return copies
 
     def to_state(self) -> dict[str, Any]:
@@ -255,17 +306,22 @@ class MistakeTable:
     @classmethod
     def from_state(cls, state: dict[str, Any], n_classes: int, n_features: int) -> MistakeTable:
         table = cls(weight=float(state["weight"]))
-        columns = np.asarray(state["columns"], dtype=np.int64)
+        columns = np.asarray(state["columns"])
         counts = np.asarray(state["counts"])
+        if not (
+            np.issubdtype(columns.dtype, np.integer) and np.issubdtype(counts.dtype, np.number)
+        ):
+            raise ValueError("the mistake table holds values of the wrong type")
         if (
             counts.shape != (n_classes, len(columns))
             or columns.ndim != 1
+            or not np.isfinite(counts).all()
             or (len(columns) and (columns.min() < 0 or columns.max() >= n_features))
             or (len(columns) > 1 and (np.diff(columns) <= 0).any())
             or (counts < 0).any()
         ):
             raise ValueError("the mistake table does not match the model's classes and vocabulary")
-        table.counts = np.zeros((n_classes, n_features))
+        table.counts = np.zeros((n_classes, n_features), dtype=COUNT_TYPE)
         table.counts[:, columns] = counts
         return table
 

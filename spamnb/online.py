@@ -28,10 +28,6 @@ import numpy as np
 
 from .calibration import LENGTH_EXPONENT, normalised
 from .filter import DEFAULT_ALPHA, DEFAULT_EVENT_MODEL
-from .mistakes import ALPHA as MISTAKE_ALPHA
-from .mistakes import MARGIN as MISTAKE_MARGIN
-from .mistakes import MISTAKE_WEIGHT
-from .mistakes import PASSES as MISTAKE_PASSES
 from .model import EVENT_MODELS, log_sum_exp
 from .scores import predicted_columns
 
@@ -197,8 +193,8 @@ class _IncrementalNaiveBayes:
         n_certain = np.bincount(rows, weights=columns * certain, minlength=self.n_classes)
         return absent, n_certain
 
-    def learn(self, columns: np.ndarray, occurrences: np.ndarray, row: int) -> np.ndarray:
-        """Count one message of class ``row``; returns the columns it made active."""
+    def learn(self, columns: np.ndarray, occurrences: np.ndarray, row: int) -> None:
+        """Count one message of class ``row``."""
         was_active = self.occurrences[columns] >= self.threshold
         self.occurrences[columns] += occurrences
         now_active = self.occurrences[columns] >= self.threshold
@@ -222,7 +218,6 @@ class _IncrementalNaiveBayes:
             for c in range(self.n_classes):
                 np.add.at(self.histogram[c], self.counts[c, activated].astype(np.intp), 1)
         self.n_active += len(activated)
-        return activated
 
     def _grow_histogram(self, largest_count: int) -> None:
         width = self.histogram.shape[1]
@@ -234,90 +229,6 @@ class _IncrementalNaiveBayes:
         self.histogram = np.hstack([self.histogram, extra])
 
 
-class _IncrementalMistakes:
-    """The mistake table (mistakes.py) trained one message at a time, as ``spamnb
-    train`` trains it when each run brings one message: passes over that message
-    alone, adding a copy while its margin is at most ``MARGIN``.
-
-    Training measures the table over every column it has seen; scoring over those
-    the model also scores (with ``min_count`` above 1 some are not yet), as
-    ``MistakeTable.log_prob`` does, so each keeps its own totals.
-    """
-
-    def __init__(self, n_classes: int) -> None:
-        self.counts = np.zeros((n_classes, _INITIAL_COLUMNS))
-        self.log_counts = np.full((n_classes, _INITIAL_COLUMNS), np.log(MISTAKE_ALPHA))
-        self.seen = np.zeros(_INITIAL_COLUMNS, dtype=bool)
-        self.scored = np.zeros(_INITIAL_COLUMNS, dtype=bool)
-        self.n_seen = self.n_scored = 0
-        self.seen_totals = np.zeros(n_classes)
-        self.scored_totals = np.zeros(n_classes)
-
-    def reserve(self, n_columns: int) -> None:
-        capacity = len(self.seen)
-        if n_columns <= capacity:
-            return
-        while capacity < n_columns:
-            capacity *= 2
-        extra = capacity - len(self.seen)
-        n_classes = self.counts.shape[0]
-        self.counts = np.hstack([self.counts, np.zeros((n_classes, extra))])
-        self.log_counts = np.hstack(
-            [self.log_counts, np.full((n_classes, extra), np.log(MISTAKE_ALPHA))]
-        )
-        self.seen = np.concatenate([self.seen, np.zeros(extra, dtype=bool)])
-        self.scored = np.concatenate([self.scored, np.zeros(extra, dtype=bool)])
-
-    def is_empty(self) -> bool:
-        return self.n_seen == 0
-
-    def _joint(self, known: np.ndarray, totals: np.ndarray, size: int) -> np.ndarray:
-        if not len(known):
-            return np.zeros(self.counts.shape[0])
-        return self.log_counts[:, known].sum(axis=1) - len(known) * np.log(
-            totals + MISTAKE_ALPHA * size
-        )
-
-    def joint(self, columns: np.ndarray) -> np.ndarray:
-        """The table's log-likelihood of a message's distinct columns, per class."""
-        return self._joint(columns[self.scored[columns]], self.scored_totals, self.n_scored)
-
-    def model_activated(self, columns: np.ndarray) -> None:
-        """Columns the model now scores: those the table has seen join its scoring."""
-        joined = columns[self.seen[columns]]
-        self.scored[joined] = True
-        self.n_scored += len(joined)
-        self.scored_totals += self.counts[:, joined].sum(axis=1)
-
-    def learn(
-        self, columns: np.ndarray, row: int, classes: np.ndarray, model_scores: np.ndarray
-    ) -> None:
-        """Passes over one message (its distinct ``columns``, those of them the model
-        scores marked in ``model_scores``) of class ``row``, against the classes in
-        ``classes``."""
-        for _ in range(MISTAKE_PASSES):
-            known = columns[self.seen[columns]]
-            scores = self._joint(known, self.seen_totals, self.n_seen)
-            others = scores[classes[classes != row]]
-            if len(known):
-                margin = (scores[row] - others.max()) / len(known) ** LENGTH_EXPONENT
-            else:
-                margin = 0.0
-            if margin > MISTAKE_MARGIN:
-                return
-            self.counts[row, columns] += 1
-            self.log_counts[row, columns] = np.log(self.counts[row, columns] + MISTAKE_ALPHA)
-            new = columns[~self.seen[columns]]
-            self.seen[new] = True
-            self.n_seen += len(new)
-            self.seen_totals[row] += len(columns)
-            scored = columns[model_scores]
-            joined = scored[~self.scored[scored]]
-            self.scored[joined] = True
-            self.n_scored += len(joined)
-            self.scored_totals[row] += len(scored)
-
-
 def online_run(
     token_lists: Sequence[Sequence[str]],
     labels: Sequence[str],
@@ -326,14 +237,9 @@ def online_run(
     alpha: float = DEFAULT_ALPHA,
     min_count: int = 1,
     positive: str = "spam",
-    mistake_weight: float = MISTAKE_WEIGHT,
     on_step: Callable[[int], None] | None = None,
 ) -> OnlineResult:
     """Classify each message with a model trained on all before it, then train it.
-
-    With ``mistake_weight`` and the boolean model, the filter's mistake table is
-    trained beside the model, each message on its own, and its joint log-likelihood
-    weighs in as ``SpamFilter`` weighs it (see mistakes.py).
 
     The scores equal those of ``NaiveBayes(event_model=..., alpha=..., min_count=...)``
     trained with the preceding messages, wherever NaiveBayes defines them.  Where it
@@ -365,24 +271,12 @@ def online_run(
     classes = list(dict.fromkeys(labels))
     row_of = {label: row for row, label in enumerate(classes)}
     model = _IncrementalNaiveBayes(len(classes), event_model, float(alpha), int(min_count))
-    weight = float(mistake_weight) if event_model == "boolean" else 0.0
-    table = _IncrementalMistakes(len(classes)) if weight else None
     jll = np.empty((len(labels), len(classes)))
     lengths = np.empty(len(labels))
     for i, (tokens, label) in enumerate(zip(token_lists, labels, strict=True)):
         columns, occurrences = model.columns(tokens)
         jll[i], lengths[i] = model.joint_log_likelihood(columns, occurrences)
-        activated = model.learn(columns, occurrences, row_of[label])
-        if table is not None:
-            table.reserve(len(model.occurrences))
-            if not table.is_empty():
-                jll[i] = (1 - weight) * jll[i] + weight * table.joint(columns)
-            table.model_activated(activated)
-            # As the filter's table, which has a row only for classes met so far.
-            met = np.flatnonzero(model.class_counts > 0)
-            if len(met) > 1:
-                scores = model.occurrences[columns] >= model.threshold
-                table.learn(columns, row_of[label], met, scores)
+        model.learn(columns, occurrences, row_of[label])
         if on_step is not None:
             on_step(1)
 

@@ -119,7 +119,7 @@ def _mistake_table_text(mistakes: dict[str, Any], event_model: str) -> str:
         return "off (a model from before it, or trained with --mistake-weight 0)"
     if event_model != "boolean":
         return f"{held}; not used with the {event_model} model"
-    return "empty: it fills when a training run brings both classes"
+    return "not in use until a training run brings mail of every class"
 
 
 # What `info` says of the scoring table: all but "current" cost the pipe filter the

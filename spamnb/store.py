@@ -190,7 +190,12 @@ def _unpack_mistakes(
     table = MistakeTable.from_state(packed, len(model.classes), model.n_features)
     digests = unpack_strings(packed["digests"], "record of mistake copies")
     copies = np.asarray(packed["copies"])
-    if copies.shape != (len(digests),) or (copies < 1).any():
+    if (
+        copies.shape != (len(digests),)
+        or not np.issubdtype(copies.dtype, np.integer)
+        or (copies < 1).any()
+        or len(set(digests)) != len(digests)
+    ):
         raise ValueError("the record of mistake copies does not match its digests")
     if not set(digests) <= trained.keys():
         raise ValueError("the mistake table holds copies of messages never trained")

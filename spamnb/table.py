@@ -115,11 +115,9 @@ def table_arrays(
     if mistake_weight:
         # Both are sums over the message's tokens, so their weighted mean is one
         # weight per token and class.
-        mistakes = spam_filter._shaped_mistakes().log_prob(active)
-        mistakes *= mistake_weight
-        weights = weights * (1 - mistake_weight)
-        weights += mistakes
-        del mistakes
+        # In place: feature_log_prob's array is this call's own.
+        weights *= 1 - mistake_weight
+        spam_filter._shaped_mistakes().add_log_prob(weights, active, mistake_weight)
         constant = (1 - mistake_weight) * constant
     columns = np.flatnonzero(active)
     weights = weights[:, columns].T.astype("<f8")

@@ -73,29 +73,44 @@ class CalibrationSample:
                 self.labels[slot] = label
                 self.digests[slot] = digests[i]
 
-    def matrix(self, n_features: int) -> sp.csr_matrix:
-        """The sampled rows, widened to the vocabulary's final size."""
-        widened = []
-        for part in self.parts:
-            widened.append(
-                sp.csr_matrix(
-                    (part.data.astype(np.float64), part.indices, part.indptr),
-                    shape=(part.shape[0], n_features),
-                )
-            )
-        if not widened:
-            return sp.csr_matrix((0, n_features))
-        return sp.vstack(widened, format="csr")
+    def matrix(self, n_features: int, release: bool = False) -> sp.csr_matrix:
+        """The sampled rows, widened to the vocabulary's final size.
+
+        Built by concatenating the parts' arrays, without a widened copy of each
+        part before the stacked one; with ``release`` each part is dropped as soon as
+        it is copied, since at the end of training the stacked matrix, the model and
+        the mistake table's working arrays meet at training's memory peak.
+        """
+        parts = self.parts
+        if release:
+            self.parts = []
+        n_rows = sum(part.shape[0] for part in parts)
+        nnz = sum(part.nnz for part in parts)
+        data = np.empty(nnz, dtype=np.float64)
+        indices = np.empty(nnz, dtype=np.int32)
+        indptr = np.zeros(n_rows + 1, dtype=np.int64)
+        row = at = 0
+        for number in range(len(parts)):
+            part = parts[number]
+            if release:
+                parts[number] = None
+            data[at : at + part.nnz] = part.data
+            indices[at : at + part.nnz] = part.indices
+            indptr[row + 1 : row + part.shape[0] + 1] = part.indptr[1:] + at
+            row += part.shape[0]
+            at += part.nnz
+        return sp.csr_matrix((data, indices, indptr), shape=(n_rows, n_features))
 
     def current(
         self, trained: dict[str, str], n_features: int
     ) -> tuple[sp.csr_matrix, list[str], list[str]]:
         """The sampled rows, labels and digests, each message once and as it is trained
         now: a message met twice in one run (moved to another class by a later
-        folder) keeps its last row, and is dropped if that is not its class now."""
+        folder) keeps its last row, and is dropped if that is not its class now.
+        The sample's rows are released: this is the end of a run."""
         last = {digest: i for i, digest in enumerate(self.digests)}
         keep = sorted(i for digest, i in last.items() if trained.get(digest) == self.labels[i])
-        X = self.matrix(n_features)
+        X = self.matrix(n_features, release=True)
         if len(keep) == len(self.labels):
             return X, list(self.labels), list(self.digests)
         return X[keep], [self.labels[i] for i in keep], [self.digests[i] for i in keep]

@@ -14,7 +14,15 @@ from spamnb.calibration import LENGTH_EXPONENT
 from spamnb.counts import Vocabulary, count_matrix
 from spamnb.filter import SpamFilter, message_digest
 from spamnb.mail import iter_messages
-from spamnb.mistakes import ALPHA, MARGIN, PASSES, MistakeTable, class_rows, presence
+from spamnb.mistakes import (
+    ALPHA,
+    MARGIN,
+    PASSES,
+    MistakeTable,
+    block_sums,
+    class_rows,
+    presence,
+)
 from spamnb.paths import ModelFileError
 from spamnb.store import from_payload, to_payload
 from spamnb.tokens import tokenize
@@ -71,6 +79,22 @@ def test_training_equals_scoring_each_message_from_the_counts(seed):
     # Messages of a few words never clear a margin of 4 per token^0.75: every pass
     # adds them again.
     assert copies.max() == PASSES
+
+
+def test_block_sums_equal_the_sparse_product_with_empty_rows_anywhere():
+    rng = np.random.default_rng(4)
+    P = presence(sp.random(600, 30, density=0.15, format="csr", random_state=4))
+    P = sp.csr_matrix(P.toarray() * (rng.random(600) > 0.4)[:, None])  # empty rows
+    assert (np.diff(P.indptr) == 0).sum() >= 100
+    values = rng.random((30, 3))
+    # Spans within one piece of 256 messages and across several.
+    for start in [*range(0, 40), 250, 255, 256, 300]:
+        for end in [*range(start + 1, start + 40), 511, 512, 513, 600]:
+            np.testing.assert_allclose(
+                block_sums(P.indices, P.indptr, values, start, end),
+                P[start:end] @ values,
+                rtol=1e-12,
+            )
 
 
 def test_training_on_real_mail_equals_the_slow_loop(sample_maildir):
@@ -167,17 +191,23 @@ def test_moving_a_message_takes_its_copies_out_of_the_old_class(sample_maildir):
     i = next(i for i, d in enumerate(digests) if d in spam_filter.mistake_copies)
     old = spam_filter.classes.index(labels[i])
     columns = spam_filter.vectorise([token_lists[i]]).indices
-    before = spam_filter.mistakes.counts[old, columns].copy()
+    original = spam_filter.mistakes.counts.copy()
     copies = spam_filter.mistake_copies[digests[i]]
     other = "ham" if labels[i] == "spam" else "spam"
     outcome = spam_filter.learn([token_lists[i]], [other], [digests[i]])
     assert outcome["moved"] == 1
-    np.testing.assert_array_equal(spam_filter.mistakes.counts[old, columns], before - copies)
-    # In its new class it was trained as any new message: added only if it was hard.
-    new = spam_filter.classes.index(other)
-    assert spam_filter.mistake_copies.get(digests[i], 0) == 0 or (
-        spam_filter.mistakes.counts[new, columns].min() >= spam_filter.mistake_copies[digests[i]]
-    )
+    # Now wrong for the table in its new class, it is trained there at once.
+    new_copies = spam_filter.mistake_copies[digests[i]]
+    assert new_copies >= 1
+    expected = original.copy()
+    expected[old, columns] -= copies
+    expected[spam_filter.classes.index(other), columns] += new_copies
+    np.testing.assert_array_equal(spam_filter.mistakes.counts, expected)
+    # And forgetting it takes those back as well.
+    spam_filter.forget([token_lists[i]], [digests[i]])
+    expected[spam_filter.classes.index(other), columns] -= new_copies
+    np.testing.assert_array_equal(spam_filter.mistakes.counts, expected)
+    assert digests[i] not in spam_filter.mistake_copies
 
 
 def test_the_table_survives_saving_and_a_format_3_model_loads_with_it_off(sample_maildir, tmp_path):
@@ -213,6 +243,9 @@ def test_the_table_survives_saving_and_a_format_3_model_loads_with_it_off(sample
         lambda m: m.update(columns=m["columns"][::-1].copy()),
         lambda m: m.update(counts=m["counts"][:1]),
         lambda m: m.update(digests={"strings": ["not trained"] * len(m["copies"])}),
+        lambda m: m.update(digests={"strings": ["same"] * len(m["copies"])}),
+        lambda m: m.update(counts=m["counts"] * np.nan),
+        lambda m: m.update(columns=m["columns"] + 0.5),
     ],
 )
 def test_a_damaged_table_is_refused(sample_maildir, tmp_path, damage):
@@ -235,21 +268,40 @@ def test_calibration_holds_the_table_out(sample_maildir):
     # believe the filter far surer than it is on new mail.
     assert spam_filter.fit_calibration(token_lists, labels)
     in_sample = spam_filter.calibration
-    assert held_out.slope != in_sample.slope
+    assert in_sample.slope < 0.5 * held_out.slope
     assert 0 < held_out.ham_cutoff < held_out.spam_cutoff < 1
 
 
-def test_one_class_trains_no_table_and_the_table_fills_with_both():
+def test_the_table_starts_only_with_a_run_that_brings_every_class():
     token_lists, labels = synthetic_corpus(30, 30, seed=8)
-    spam_filter = SpamFilter()
     spam = [i for i, label in enumerate(labels) if label == "spam"]
     ham = [i for i, label in enumerate(labels) if label == "ham"]
-    spam_filter.learn([token_lists[i] for i in spam], ["spam"] * len(spam), [f"s{i}" for i in spam])
-    assert not spam_filter.mistakes.counts.any()
-    assert spam_filter.mistake_weight() == 0.0
-    spam_filter.learn([token_lists[i] for i in ham], ["ham"] * len(ham), [f"h{i}" for i in ham])
-    assert spam_filter.mistakes.counts.any()
-    assert spam_filter.mistake_weight() == 0.5
+
+    def run(spam_filter, rows, tag):
+        spam_filter.learn(
+            [token_lists[i] for i in rows], [labels[i] for i in rows], [f"{tag}{i}" for i in rows]
+        )
+
+    # Spam, then ham, each alone: the ham run against an empty spam row would take
+    # nearly every ham message many times over, so neither run starts the table.
+    one_at_a_time_classes = SpamFilter()
+    run(one_at_a_time_classes, spam[:15], "a")
+    run(one_at_a_time_classes, ham[:15], "a")
+    assert not one_at_a_time_classes.mistakes.counts.any()
+    assert one_at_a_time_classes.mistake_weight() == 0.0
+    # A run with both starts it; from then on a run of one class trains it too.
+    run(one_at_a_time_classes, spam[15:20] + ham[15:20], "b")
+    assert one_at_a_time_classes.mistakes.counts.any(axis=1).all()
+    assert one_at_a_time_classes.mistake_weight() == 0.5
+    before = one_at_a_time_classes.mistakes.counts.copy()
+    run(one_at_a_time_classes, ham[20:], "c")
+    assert one_at_a_time_classes.mistakes.counts.sum() > before.sum()
+    # A third class joins by a run of its own mail; the table is off until it has some.
+    news = SpamFilter()
+    run(news, spam + ham, "d")
+    news.learn([["news", "letter", "weekly"]] * 3, ["news"] * 3, ["n1", "n2", "n3"])
+    assert news.mistakes.counts.shape[0] == 3 and news.mistakes.counts[2].any()
+    assert news.mistake_weight() == 0.5
 
 
 def test_the_table_is_used_with_the_boolean_model_only(sample_maildir):

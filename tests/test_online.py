@@ -1,9 +1,7 @@
 """The online (TREC immediate-feedback) protocol and the message-order helpers.
 
 The incremental scorer must agree with NaiveBayes retrained from scratch on the
-messages before each one, so most tests here rebuild that reference the slow way,
-with the mistake table off (``mistake_weight=0``); with it on, the scores must be
-those of a SpamFilter that learnt the messages before, one run per message.
+messages before each one, so most tests here rebuild that reference the slow way.
 """
 
 from __future__ import annotations
@@ -70,7 +68,7 @@ def reference(
 def test_matches_naive_bayes_retrained_before_each_message(event_model, alpha, min_count):
     token_lists, labels = random_stream(seed=7)
     settings = {"event_model": event_model, "alpha": alpha, "min_count": min_count}
-    result = online_run(token_lists, labels, mistake_weight=0.0, **settings)
+    result = online_run(token_lists, labels, **settings)
     assert result.classes == list(dict.fromkeys(labels))
     compared = 0
     for i in range(1, len(labels)):
@@ -88,7 +86,7 @@ def test_matches_naive_bayes_retrained_before_each_message(event_model, alpha, m
 def test_unsmoothed_matches_where_naive_bayes_is_defined(event_model):
     token_lists, labels = random_stream(seed=3)
     settings = {"event_model": event_model, "alpha": 0.0, "min_count": 2}
-    result = online_run(token_lists, labels, mistake_weight=0.0, **settings)
+    result = online_run(token_lists, labels, **settings)
     assert np.all(np.isfinite(result.proba))
     np.testing.assert_allclose(result.proba.sum(axis=1), 1.0)
     defined = 0
@@ -109,57 +107,22 @@ def test_unsmoothed_matches_where_naive_bayes_is_defined(event_model):
     assert np.isinf(result.log_odds[1:]).mean() > 0.5
 
 
-def filter_before_each_message(token_lists, labels, **settings):
-    """Posteriors and log-odds of each message from a SpamFilter that has learnt every
-    message before it, each in a run of its own (as ``spamnb train`` of one message),
-    or None before both classes have come."""
-    spam_filter = SpamFilter(model=NaiveBayes(**settings))
-    scores = []
+def test_one_message_a_run_never_starts_the_mistake_table():
+    # Each message is a run with one class, and the table starts only with a run that
+    # brings every class: the online scores are those of the Naive Bayes alone, as a
+    # filter learning one message per run gives them.
+    token_lists, labels = random_stream(seed=9, n_messages=80)
+    result = online_run(token_lists, labels, event_model="boolean", alpha=0.01)
+    spam_filter = SpamFilter(model=NaiveBayes(event_model="boolean", alpha=0.01))
+    compared = 0
     for i, (tokens, label) in enumerate(zip(token_lists, labels, strict=True)):
         if {"spam", "ham"} <= set(spam_filter.classes):
-            proba, log_odds, _ = spam_filter.score_tokens([tokens])
-            scores.append((proba[0], log_odds[0]))
-        else:
-            scores.append(None)
+            _, log_odds, _ = spam_filter.score_tokens([tokens])
+            np.testing.assert_allclose(result.log_odds[i], log_odds[0], rtol=1e-9, atol=1e-9)
+            compared += 1
         spam_filter.learn([tokens], [label], [f"message {i}"])
-    return spam_filter, scores
-
-
-@pytest.mark.parametrize("alpha", [1.0, 0.01])
-@pytest.mark.parametrize("min_count", [1, 2])
-def test_with_the_mistake_table_matches_a_filter_learning_one_message_a_run(alpha, min_count):
-    token_lists, labels = random_stream(seed=9, n_messages=80)
-    settings = {"event_model": "boolean", "alpha": alpha, "min_count": min_count}
-    result = online_run(token_lists, labels, **settings)
-    spam_filter, scores = filter_before_each_message(token_lists, labels, **settings)
-    assert spam_filter.mistake_copies, "the table never took a message"
-    columns = [spam_filter.classes.index(c) for c in result.classes]
-    compared = 0
-    for i, score in enumerate(scores):
-        if score is None:
-            continue
-        proba, log_odds = score
-        np.testing.assert_allclose(result.proba[i], proba[columns], rtol=1e-9, atol=1e-9)
-        np.testing.assert_allclose(result.log_odds[i], log_odds, rtol=1e-9, atol=1e-9)
-        compared += 1
     assert compared > 60
-    # And the table changed the scores: without it they are the Naive Bayes's.
-    plain = online_run(token_lists, labels, mistake_weight=0.0, **settings)
-    assert not np.allclose(plain.log_odds[1:], result.log_odds[1:])
-
-
-def test_the_mistake_table_grows_past_its_first_capacity():
-    rng = np.random.default_rng(11)
-    labels = [str(c) for c in rng.choice(["spam", "ham"], size=60)]
-    # Mostly fresh tokens: thousands of columns, past the arrays' first capacity.
-    token_lists = [
-        [f"new{i}_{j}" for j in range(40)] + [f"t{j}" for j in rng.integers(0, 30, size=10)]
-        for i in range(len(labels))
-    ]
-    result = online_run(token_lists, labels, event_model="boolean", alpha=0.1)
-    _, scores = filter_before_each_message(token_lists, labels, event_model="boolean", alpha=0.1)
-    for i in (30, 59):
-        np.testing.assert_allclose(result.log_odds[i], scores[i][1], rtol=1e-9, atol=1e-9)
+    assert not spam_filter.mistakes.counts.any() and spam_filter.mistake_weight() == 0.0
 
 
 def test_bernoulli_unsmoothed_word_every_message_had():
@@ -189,7 +152,7 @@ def test_vocabulary_and_counts_grow_past_their_first_capacity():
     ]
     for event_model in EVENT_MODELS:
         settings = {"event_model": event_model, "alpha": 0.1, "min_count": 1}
-        result = online_run(token_lists, labels, mistake_weight=0.0, **settings)
+        result = online_run(token_lists, labels, **settings)
         for i in (40, 79):
             proba, log_odds, length = reference(token_lists, labels, i, result.classes, **settings)
             np.testing.assert_allclose(result.proba[i], proba, rtol=1e-9, atol=1e-9)
@@ -231,7 +194,7 @@ def test_three_classes_log_odds_are_spam_against_the_rest():
     classes = ("ham", "spam", "news")
     token_lists, labels = random_stream(seed=21, n_messages=70, classes=classes)
     settings = {"event_model": "multinomial", "alpha": 0.5, "min_count": 1}
-    result = online_run(token_lists, labels, mistake_weight=0.0, **settings)
+    result = online_run(token_lists, labels, **settings)
     assert result.classes == list(dict.fromkeys(labels))
     assert result.proba.shape == (70, 3)
     compared = 0
