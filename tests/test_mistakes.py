@@ -64,6 +64,15 @@ def counted(token_lists, labels):
     return presence(X), class_rows(classes, labels), classes
 
 
+def trained_table(token_lists, labels, seed: int = 0):
+    """The messages' presence rows, class numbers and classes, and a new table trained
+    on them with the copies it took."""
+    P, rows, classes = counted(token_lists, labels)
+    table = MistakeTable()
+    table.fit_shape(len(classes), P.shape[1])
+    return P, rows, classes, table, table.train(P, rows, seed=seed)
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_training_equals_scoring_each_message_from_the_counts(seed):
     token_lists, labels = synthetic_corpus(40, 50, seed=seed)
@@ -99,10 +108,7 @@ def test_block_sums_equal_the_sparse_product_with_empty_rows_anywhere():
 
 def test_training_on_real_mail_equals_the_slow_loop(sample_maildir):
     messages, labels = sample_messages(sample_maildir)
-    P, rows, classes = counted([tokenize(m) for m in messages], labels)
-    table = MistakeTable()
-    table.fit_shape(len(classes), P.shape[1])
-    copies = table.train(P, rows)
+    P, rows, classes, table, copies = trained_table([tokenize(m) for m in messages], labels)
     expected_counts, expected_copies = one_at_a_time(P, rows, len(classes))
     np.testing.assert_array_equal(copies, expected_copies)
     np.testing.assert_array_equal(table.counts, expected_counts)
@@ -110,10 +116,7 @@ def test_training_on_real_mail_equals_the_slow_loop(sample_maildir):
 
 def test_after_training_real_mail_clears_the_margin(sample_maildir):
     messages, labels = sample_messages(sample_maildir)
-    P, rows, classes = counted([tokenize(m) for m in messages], labels)
-    table = MistakeTable()
-    table.fit_shape(len(classes), P.shape[1])
-    copies = table.train(P, rows)
+    P, rows, _classes, table, copies = trained_table([tokenize(m) for m in messages], labels)
     assert 0 < (copies > 0).sum() < len(labels)
     jll = table.joint(P, np.ones(P.shape[1], dtype=bool))
     known = np.asarray(P @ (table.counts.sum(axis=0) > 0).astype(float)).ravel()
@@ -124,10 +127,7 @@ def test_after_training_real_mail_clears_the_margin(sample_maildir):
 
 def test_held_out_scores_equal_a_table_without_those_copies():
     token_lists, labels = synthetic_corpus(50, 50, seed=5)
-    P, rows, classes = counted(token_lists, labels)
-    table = MistakeTable()
-    table.fit_shape(len(classes), P.shape[1])
-    copies = table.train(P, rows)
+    P, rows, _classes, table, copies = trained_table(token_lists, labels)
     usable = np.ones(P.shape[1], dtype=bool)
     usable[::5] = False  # columns the model does not score
     fold = np.arange(0, len(labels), 3)
@@ -325,10 +325,7 @@ def test_on_real_mail_the_table_takes_the_hard_third(real_corpus):
                 messages.append(item.data)
                 labels.append(label)
     token_lists = [tokenize(m) for m in messages]
-    P, rows, classes = counted(token_lists, labels)
-    table = MistakeTable()
-    table.fit_shape(len(classes), P.shape[1])
-    copies = table.train(P, rows)
+    P, rows, classes, table, copies = trained_table(token_lists, labels)
     expected_counts, expected_copies = one_at_a_time(P, rows, len(classes))
     np.testing.assert_array_equal(copies, expected_copies)
     np.testing.assert_array_equal(table.counts, expected_counts)
