@@ -18,7 +18,14 @@ import scipy.sparse as sp
 if TYPE_CHECKING:
     from .tokens import TokenizerSettings
 
-__all__ = ["Vocabulary", "count_matrix", "cut_flags", "local_counts", "to_vocabulary"]
+__all__ = [
+    "Vocabulary",
+    "count_matrix",
+    "cut_flags",
+    "local_counts",
+    "presence",
+    "to_vocabulary",
+]
 
 
 class Vocabulary:
@@ -106,6 +113,16 @@ def count_matrix(
     matrix = sp.csr_matrix((data, indices, indptr), shape=(n, len(vocabulary)))
     matrix.sum_duplicates()
     return matrix
+
+
+def presence(X: sp.spmatrix) -> sp.csr_matrix:
+    """A copy of the count matrix ``X`` with every stored count set to one: the rows
+    of the models that count a token once per message."""
+    present = sp.csr_matrix(X, copy=True)
+    # Summed first, so that a column stored twice in a row still counts once.
+    present.sum_duplicates()
+    present.data = np.ones_like(present.data)
+    return present
 
 
 def local_counts(token_lists: Sequence[Sequence[str]]) -> tuple[list[str], sp.csr_matrix]:

@@ -16,8 +16,8 @@ import scipy.sparse as sp
 
 from . import __version__
 from .calibration import LENGTH_EXPONENT, Calibration, choose_cutoffs, fit_platt, normalised
-from .counts import Vocabulary, count_matrix
-from .mistakes import MistakeTable, class_rows, presence
+from .counts import Vocabulary, count_matrix, presence
+from .mistakes import MistakeTable, class_rows
 from .model import NaiveBayes
 from .scores import predicted_columns, stratified_folds
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
@@ -120,11 +120,14 @@ class SpamFilter:
         class (see :meth:`train_mistakes`), and with the multinomial or Bernoulli
         model, with which it was not measured (their log-likelihoods are not on the
         boolean model's scale)."""
-        if self.model.event_model != "boolean" or not self._shaped_mistakes().has_every_class():
+        if self.model.event_model != "boolean" or not self.mistakes.has_every_class(
+            len(self.classes)
+        ):
             return 0.0
         return self.mistakes.weight
 
-    def _shaped_mistakes(self) -> MistakeTable:
+    def _grown_mistakes(self) -> MistakeTable:
+        """The table, grown to the model's classes and vocabulary before it changes."""
         self.mistakes.fit_shape(len(self.classes), self.model.n_features)
         return self.mistakes
 
@@ -135,7 +138,7 @@ class SpamFilter:
         each message's copies in it (all 0 for a model without the table)."""
         if not self.mistakes.weight or not len(labels):
             return np.zeros(len(labels), dtype=np.int64)
-        table = self._shaped_mistakes()
+        table = self._grown_mistakes()
         # A class with no mail in the table scores every token it has not seen as
         # 1/|V|, above what a class with thousands of copies gives its rare tokens: a
         # run of ham alone against an empty spam row adds nearly every ham message,
@@ -146,7 +149,11 @@ class SpamFilter:
         empty = {c for c, has_mail in zip(self.classes, filled, strict=True) if not has_mail}
         if not empty <= set(labels):
             return np.zeros(len(labels), dtype=np.int64)
-        copies = table.train(self.model._fit_columns(X), class_rows(self.classes, labels))
+        copies = table.train(
+            self.model.fit_columns(X),
+            class_rows(self.classes, labels),
+            tokens=self.vocabulary.tokens,
+        )
         if digests is not None:
             for digest, count in zip(digests, copies.tolist(), strict=True):
                 if count:
@@ -158,8 +165,8 @@ class SpamFilter:
     ) -> None:
         copies = np.array([self.mistake_copies.pop(d, 0) for d in digests], dtype=np.int64)
         if copies.any():
-            table = self._shaped_mistakes()
-            X = self.model._fit_columns(X)
+            table = self._grown_mistakes()
+            X = self.model.fit_columns(X)
             table.add(presence(X), class_rows(self.classes, labels), copies, sign=-1)
 
     def joint_log_likelihood(self, X: sp.csr_matrix) -> np.ndarray:
@@ -168,9 +175,8 @@ class SpamFilter:
         weight = self.mistake_weight()
         if not weight:
             return jll
-        table = self._shaped_mistakes()
-        P = presence(self.model._fit_columns(X))
-        return (1 - weight) * jll + weight * table.joint(P, self.model.active_features())
+        P = presence(self.model.fit_columns(X))
+        return (1 - weight) * jll + weight * self.mistakes.joint(P, self.model.active_features())
 
     def token_weights(self, positive: str, negative: str) -> np.ndarray:
         """What each feature adds to the log-odds of ``positive`` against ``negative``
@@ -179,7 +185,7 @@ class SpamFilter:
         weight = self.mistake_weight()
         if not weight:
             return weights
-        log_prob = self._shaped_mistakes().log_prob(self.model.active_features())
+        log_prob = self.mistakes.log_prob(self.model.active_features())
         mistakes = log_prob[self.classes.index(positive)] - log_prob[self.classes.index(negative)]
         return (1 - weight) * weights + weight * mistakes
 
@@ -359,7 +365,7 @@ class SpamFilter:
         label_array = np.asarray(labels, dtype=object)
         weight = self.mistake_weight()
         if weight:
-            table = self._shaped_mistakes()
+            table = self.mistakes
             usable = self.model.active_features()
             rows = class_rows(self.classes, labels)
             if mistake_copies is None:
@@ -370,7 +376,7 @@ class SpamFilter:
             if weight:
                 # One fold's presence rows at a time: all of them at once would be a
                 # second copy of the calibration sample.
-                P_fold = presence(self.model._fit_columns(X_fold))
+                P_fold = presence(self.model.fit_columns(X_fold))
                 jll = (1 - weight) * jll + weight * table.held_out_joint(
                     P_fold, rows[held_out], mistake_copies[held_out], usable
                 )

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from .counts import presence
+
 __all__ = ["EVENT_MODELS", "NaiveBayes", "log_sum_exp"]
 
 # multinomial: every occurrence of a token counts; boolean: a multinomial over
@@ -121,8 +123,7 @@ class NaiveBayes:
             (np.full(len(rows), float(sign)), (rows, np.arange(len(rows)))),
             shape=(len(self.classes), len(rows)),
         )
-        present = X.copy()
-        present.data = np.ones_like(present.data)
+        present = presence(X)
         n = X.shape[1]
         self.token_counts[:, :n] += (indicator @ X).toarray()
         self.doc_counts[:, :n] += (indicator @ present).toarray()
@@ -231,10 +232,9 @@ class NaiveBayes:
 
     def joint_log_likelihood(self, X: sp.spmatrix) -> np.ndarray:
         """log P(c) + log P(message|c) for each message and class, shape (n, classes)."""
-        X = self._fit_columns(X)
+        X = self.fit_columns(X)
         if self.by_presence:
-            X = X.copy()
-            X.data = np.ones_like(X.data)
+            X = presence(X)
         if self.event_model != "bernoulli":
             return np.asarray(X @ self.feature_log_prob().T) + self.class_log_prior()
         present = X
@@ -256,7 +256,7 @@ class NaiveBayes:
         Bernoulli scores every absent word and a ``max_features`` cut ranks all
         tokens anew, so those two still copy.
         """
-        X = self._fit_columns(X)
+        X = self.fit_columns(X)
         if self.event_model == "bernoulli" or self.max_features is not None:
             without = self.copy()
             without.add_counts(X, labels, sign=-1)
@@ -264,8 +264,7 @@ class NaiveBayes:
         rows = np.array([self.classes.index(label) for label in labels], dtype=np.int64)
         columns = np.unique(X.indices)
         X_cols = X[:, columns]
-        present = X_cols.copy()
-        present.data = np.ones_like(present.data)
+        present = presence(X_cols)
         indicator = sp.csr_matrix(
             (np.ones(len(rows)), (rows, np.arange(len(rows)))),
             shape=(len(self.classes), len(rows)),
@@ -297,10 +296,13 @@ class NaiveBayes:
 
     def evidence_lengths(self, X: sp.spmatrix) -> np.ndarray:
         """Occurrences, per message, of the tokens the model scores."""
-        X = self._fit_columns(X)
+        X = self.fit_columns(X)
         return np.asarray(X @ self.active_features().astype(np.float64)).ravel()
 
-    def _fit_columns(self, X: sp.spmatrix) -> sp.csr_matrix:
+    def fit_columns(self, X: sp.spmatrix) -> sp.csr_matrix:
+        """``X`` as a CSR matrix exactly as wide as the model's counts: a vocabulary
+        may have grown past them (columns the model has no counts for score nothing),
+        and a narrower matrix gains empty columns."""
         X = sp.csr_matrix(X)
         if X.shape[1] == self.n_features:
             return X

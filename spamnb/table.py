@@ -117,7 +117,7 @@ def table_arrays(
         # weight per token and class.
         # In place: feature_log_prob's array is this call's own.
         weights *= 1 - mistake_weight
-        spam_filter._shaped_mistakes().add_log_prob(weights, active, mistake_weight)
+        spam_filter.mistakes.add_log_prob(weights, active, mistake_weight)
         constant = (1 - mistake_weight) * constant
     columns = np.flatnonzero(active)
     weights = weights[:, columns].T.astype("<f8")

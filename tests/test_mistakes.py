@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from corpus_fixtures import sample_messages, synthetic_corpus
 
 from spamnb.calibration import LENGTH_EXPONENT
-from spamnb.counts import Vocabulary, count_matrix
+from spamnb.counts import Vocabulary, count_matrix, presence
 from spamnb.filter import SpamFilter, message_digest
 from spamnb.mail import iter_messages
 from spamnb.mistakes import (
@@ -21,18 +21,20 @@ from spamnb.mistakes import (
     MistakeTable,
     block_sums,
     class_rows,
-    presence,
+    content_order,
 )
 from spamnb.paths import ModelFileError
 from spamnb.store import from_payload, to_payload
 from spamnb.tokens import tokenize
 
 
-def one_at_a_time(P: sp.csr_matrix, rows: np.ndarray, n_classes: int, seed: int = 0):
-    """The training loop the slow, obvious way: each message scored from the counts."""
+def one_at_a_time(P: sp.csr_matrix, rows: np.ndarray, n_classes: int, seed: int = 0, order=None):
+    """The training loop the slow, obvious way: each message scored from the counts,
+    in ``order`` (by default the permutation seeded by ``seed``)."""
     counts = np.zeros((n_classes, P.shape[1]))
     copies = np.zeros(P.shape[0], dtype=np.int64)
-    order = np.random.default_rng(seed).permutation(P.shape[0])
+    if order is None:
+        order = np.random.default_rng(seed).permutation(P.shape[0])
     for _ in range(PASSES):
         added = 0
         for i in order:
@@ -316,14 +318,19 @@ def test_the_table_is_used_with_the_boolean_model_only(sample_maildir):
 
 
 @pytest.mark.corpus
-def test_on_real_mail_the_table_takes_the_hard_third(real_corpus):
+def real_mail(real_corpus, per_folder: int = 150):
     dirs = real_corpus("spamassassin")
     messages, labels = [], []
     for label in ("spam", "ham"):
         for folder in dirs[label]:
-            for item in list(iter_messages(folder, "dir"))[:150]:
+            for item in list(iter_messages(folder, "dir"))[:per_folder]:
                 messages.append(item.data)
                 labels.append(label)
+    return messages, labels
+
+
+def test_on_real_mail_the_table_takes_the_hard_third(real_corpus):
+    messages, labels = real_mail(real_corpus)
     token_lists = [tokenize(m) for m in messages]
     P, rows, classes, table, copies = trained_table(token_lists, labels)
     expected_counts, expected_copies = one_at_a_time(P, rows, len(classes))
@@ -331,3 +338,91 @@ def test_on_real_mail_the_table_takes_the_hard_third(real_corpus):
     np.testing.assert_array_equal(table.counts, expected_counts)
     # About a third of the SpamAssassin training mail when the margin was chosen.
     assert 0.1 < (copies > 0).mean() < 0.7
+
+
+def table_by_token(spam_filter: SpamFilter) -> dict[tuple[str, str], float]:
+    counts = spam_filter.mistakes.counts
+    return {
+        (spam_filter.classes[row], spam_filter.vocabulary.tokens[column]): float(
+            counts[row, column]
+        )
+        for row, column in zip(*np.nonzero(counts), strict=True)
+    }
+
+
+def test_the_filter_walks_mail_in_an_order_drawn_from_its_content(real_corpus):
+    messages, labels = real_mail(real_corpus, per_folder=100)
+    token_lists = [tokenize(m) for m in messages]
+    digests = [message_digest(m) for m in messages]
+    reading_orders = [
+        np.arange(len(messages)),
+        np.arange(len(messages))[::-1],
+        np.random.default_rng(7).permutation(len(messages)),
+    ]
+    tables, scores = [], []
+    for order in reading_orders:
+        spam_filter = SpamFilter()
+        spam_filter.learn(
+            [token_lists[i] for i in order],
+            [labels[i] for i in order],
+            [digests[i] for i in order],
+        )
+        tables.append(table_by_token(spam_filter))
+        jll = spam_filter.joint_log_likelihood(spam_filter.vectorise(token_lists))
+        # Classes are numbered as first met; put spam first.
+        scores.append(jll[:, [spam_filter.classes.index(c) for c in ("spam", "ham")]])
+        assert spam_filter.mistake_copies
+    # The same mail read in another order: the same table, token by token, and scores.
+    assert tables[0] == tables[1] == tables[2]
+    np.testing.assert_allclose(scores[0], scores[1], rtol=1e-9)
+    np.testing.assert_allclose(scores[0], scores[2], rtol=1e-9)
+    # And the walk is the slow loop's in that order.
+    P, rows, classes = counted(token_lists, labels)
+    table = MistakeTable()
+    table.fit_shape(len(classes), P.shape[1])
+    tokens = list(dict.fromkeys(t for tokens in token_lists for t in tokens))
+    copies = table.train(P, rows, tokens=tokens)
+    expected_counts, expected_copies = one_at_a_time(
+        P, rows, len(classes), order=content_order(P, tokens)
+    )
+    np.testing.assert_array_equal(copies, expected_copies)
+    np.testing.assert_array_equal(table.counts, expected_counts)
+
+
+def test_the_content_order_ignores_row_and_column_order_and_message_length():
+    X = sp.random(3000, 4000, density=0.02, format="csr", random_state=1)
+    tokens = [f"token{i}" for i in range(X.shape[1])]
+    order = content_order(X, tokens)
+    rng = np.random.default_rng(0)
+    row_order, column_order = rng.permutation(X.shape[0]), rng.permutation(X.shape[1])
+    shuffled = sp.csr_matrix(X[row_order][:, column_order])
+    assert (row_order[content_order(shuffled, [tokens[c] for c in column_order])] == order).all()
+    assert not (content_order(X, tokens, seed=1) == order).all()
+    place = np.argsort(order)
+    assert abs(np.corrcoef(place, np.diff(X.indptr))[0, 1]) < 0.1
+
+
+def test_scoring_reads_a_table_narrower_than_the_vocabulary_without_growing_it():
+    token_lists, labels = synthetic_corpus(40, 50, seed=3)
+    P, rows, classes, table, _copies = trained_table(token_lists, labels)
+    grown = copy.deepcopy(table)
+    # The vocabulary then grows (a run that did not train the table): ten new columns.
+    wider = sp.hstack([P, sp.csr_matrix(np.ones((P.shape[0], 10)))], format="csr")
+    grown.fit_shape(len(classes), wider.shape[1])
+    usable = np.ones(wider.shape[1], dtype=bool)
+    width_before = table.counts.shape[1]
+    np.testing.assert_array_equal(table.active(usable), grown.active(usable))
+    np.testing.assert_array_equal(table.log_prob(usable), grown.log_prob(usable))
+    np.testing.assert_array_equal(table.joint(wider, usable), grown.joint(wider, usable))
+    some = np.arange(0, P.shape[0], 3)
+    np.testing.assert_allclose(
+        table.held_out_joint(wider[some], rows[some], np.ones(len(some)), usable),
+        grown.held_out_joint(wider[some], rows[some], np.ones(len(some)), usable),
+    )
+    assert table.counts.shape[1] == width_before
+    # A third class the table has no row for: not in use, and saved with an empty row.
+    assert table.has_every_class(2) and not table.has_every_class(3)
+    state = table.to_state(3)
+    assert state["counts"].shape == (3, len(state["columns"])) and not state["counts"][2].any()
+    reloaded = MistakeTable.from_state(state, 3, wider.shape[1])
+    np.testing.assert_array_equal(reloaded.counts[:2, :width_before], table.counts)
