@@ -107,7 +107,7 @@ def content_order(X: sp.csr_matrix, tokens: Sequence[str], seed: int = 0) -> np.
     step = 1 << 16
     for start in range(0, X.shape[1], step):
         # A slice of the vocabulary at a time: a Python list of every used column
-        # number would cost 70 MB at 100,000 messages, at training's memory peak.
+        # number raised the peak of training 100,000 messages from 577 to 589 MB.
         columns = np.flatnonzero(used[start : start + step]) + start
         column_keys[columns] = np.fromiter(
             (
