@@ -1081,7 +1081,12 @@ def _received_host_tokens(host: str) -> tuple[str, ...]:
     return tuple(["received:" + suffix for suffix in _domain_suffixes(host)])
 
 
-# What _header_tokens reads of each field; other fields only count by name.
+# What _header_tokens reads of each field; other fields only count by name.  The
+# words of the other fields' values were tried (docs/accuracy.md, "Header field
+# values"): over three 5-fold partitions of the SpamAssassin training part they took
+# the default's errors from 94 to 120 (p = 0.019), and 17 chosen fields to 100.  The
+# new tokens named the corpus's own lists and mailboxes, and spam posted to a list
+# read as ham once its every List-* field repeated the same list words.
 _FIELD_KINDS = {
     "received": 1,
     "subject": 2,
