@@ -153,6 +153,7 @@ class SpamFilter:
             self.model.fit_columns(X),
             class_rows(self.classes, labels),
             tokens=self.vocabulary.tokens,
+            digests=digests,
         )
         if digests is not None:
             for digest, count in zip(digests, copies.tolist(), strict=True):

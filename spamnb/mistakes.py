@@ -23,7 +23,9 @@ adds nothing (as a token outside the vocabulary adds nothing to the model), and
 there is no class prior: the model supplies that.  Which messages are added depends
 on the order they are met in, so training walks them in an order drawn from their
 content (see :func:`content_order`): the same mail in the same runs gives the same
-table, whatever order its folders list it in.  Each message's number of copies
+table, whatever order its folders list it in (for a run of more than 10,000 new
+messages the filter trains it on a reservoir sample, whose choice still depends on
+that order).  Each message's number of copies
 is returned so that the filter can take them back exactly when the message is
 forgotten or moved to another class.
 """
@@ -84,7 +86,12 @@ def block_sums(
     return summed
 
 
-def content_order(X: sp.csr_matrix, tokens: Sequence[str], seed: int = 0) -> np.ndarray:
+def content_order(
+    X: sp.csr_matrix,
+    tokens: Sequence[str],
+    seed: int = 0,
+    digests: Sequence[str] | None = None,
+) -> np.ndarray:
     """An order of the messages (rows of ``X``, whose columns are ``tokens``) that
     depends on what they contain, not on where they stand: each message's key is the
     sum, modulo 2^32, of a CRC-32 (started from ``seed``) of each of its tokens, and
@@ -97,8 +104,10 @@ def content_order(X: sp.csr_matrix, tokens: Sequence[str], seed: int = 0) -> np.
     the order in which a Maildir's files are listed differs between file systems.
     A CRC is the same in every process, unlike Python's salted ``hash``; summed over
     hundreds of tokens, modulo 2^32, the keys spread evenly, so the order is as good
-    as random and unrelated to a message's length.  It costs 0.25 s for the 500,000
-    tokens of the SpamAssassin training part, most of it the CRC of each token.
+    as random and unrelated to a message's length.  It costs about 0.2 s for the
+    500,000 tokens of the SpamAssassin training part, most of it the CRC of each token.
+    Messages with the same tokens have the same key; their ``digests``, when given,
+    order them (which one holds the copies matters when one is forgotten).
     """
     used = np.zeros(X.shape[1], dtype=bool)
     used[X.indices] = True
@@ -129,7 +138,10 @@ def content_order(X: sp.csr_matrix, tokens: Sequence[str], seed: int = 0) -> np.
             offsets = X.indptr[start:end][filled] - first
             sums = np.add.reduceat(column_keys[X.indices[first:last]], offsets)
             keys[start:end][filled] = sums
-    return np.argsort(keys, kind="stable")
+    if digests is None:
+        return np.argsort(keys, kind="stable")
+    digest_rank = np.unique(np.asarray(digests, dtype=str), return_inverse=True)[1]
+    return np.lexsort((digest_rank, keys))
 
 
 class MistakeTable:
@@ -165,10 +177,13 @@ class MistakeTable:
 
     def active(self, usable: np.ndarray) -> np.ndarray:
         """The columns the table scores, as wide as ``usable`` (the model's active
-        columns): seen by the table and scored by the model."""
-        width = min(self.counts.shape[1], len(usable))
+        columns, at least as wide as the table): seen by the table and scored by the
+        model."""
+        width = self.counts.shape[1]
+        if len(usable) < width:
+            raise ValueError(f"{len(usable)} usable columns for a table of {width}")
         active = np.zeros(len(usable), dtype=bool)
-        active[:width] = self.counts[:, :width].any(axis=0) & usable[:width]
+        active[:width] = self.counts.any(axis=0) & usable[:width]
         return active
 
     def _totals(self, active: np.ndarray) -> np.ndarray:
@@ -248,16 +263,18 @@ class MistakeTable:
         rows: np.ndarray,
         seed: int = 0,
         tokens: Sequence[str] | None = None,
+        digests: Sequence[str] | None = None,
     ) -> np.ndarray:
         """Add the messages (count rows ``X``, counted by presence; class numbers
         ``rows``) the table gets wrong by less than ``MARGIN``, pass after pass;
         returns each one's copies.  A row must hold each column once, as count
-        matrices do (checking would copy the matrix: CSR's canonical form also
-        wants sorted columns, which count matrices do not have).
+        matrices do (checking would cost a pass over the matrix).  A message with
+        no tokens at all is never added: no copy of it can change its score.
 
         Messages are taken one at a time, each scored by the table as the messages
         before it left it, in :func:`content_order` when the columns' ``tokens`` are
-        given (the filter gives them), else in a permutation seeded by ``seed``.
+        given (the filter gives them, and the messages' ``digests`` when it has
+        them), else in a permutation seeded by ``seed``.
         Scoring them one by one in Python cost 3 s for 4,232 messages, though after
         the first pass the table adds only a few dozen: so the next messages are
         scored together, up to the first that must be added; the table changes only
@@ -278,7 +295,7 @@ class MistakeTable:
         if tokens is None:
             order = np.random.default_rng(seed).permutation(n)
         else:
-            order = content_order(X, tokens, seed)
+            order = content_order(X, tokens, seed, digests)
         labels = np.asarray(rows)[order]
         starts, ends = X.indptr[:-1][order], X.indptr[1:][order]
         indptr = np.zeros(n + 1, dtype=np.int64)
@@ -327,6 +344,8 @@ class MistakeTable:
                 scores[np.arange(len(own)), own] = -np.inf
                 margins = (mine - scores.max(axis=1)) / np.maximum(known, 1) ** LENGTH_EXPONENT
                 margins[known == 0] = 0.0
+                # A message with no tokens: no copy of it can change its margin.
+                margins[indptr[position + 1 : end + 1] == indptr[position:end]] = np.inf
                 hits = np.flatnonzero(margins <= MARGIN)
                 if not len(hits):
                     position += len(own)
@@ -355,15 +374,16 @@ class MistakeTable:
                 break
         return copies
 
-    def to_state(self, n_classes: int) -> dict[str, Any]:
+    def to_state(self, n_classes: int, n_features: int) -> dict[str, Any]:
         """The table for the model file, a row for each of the model's ``n_classes``
-        (a class the table has no row for yet has none of its mail)."""
+        (a class the table has no row for yet has none of its mail), as wide as its
+        ``n_features``."""
         columns = np.flatnonzero(self.counts.any(axis=0))
         counts = np.zeros((n_classes, len(columns)), dtype=np.int64)
         counts[: self.counts.shape[0]] = self.counts[:n_classes, columns]
         return {
             "weight": self.weight,
-            "n_features": self.counts.shape[1],
+            "n_features": max(n_features, self.counts.shape[1]),
             "columns": columns.astype(np.int64),
             "counts": counts,
         }

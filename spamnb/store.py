@@ -111,7 +111,7 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         "calibration": spam_filter.calibration.to_dict(),
         "trained": _pack_trained(spam_filter.trained, spam_filter.model.classes),
         "mistakes": {
-            **spam_filter.mistakes.to_state(len(spam_filter.classes)),
+            **spam_filter.mistakes.to_state(len(spam_filter.classes), spam_filter.model.n_features),
             "digests": pack_strings(list(spam_filter.mistake_copies)),
             "copies": np.fromiter(spam_filter.mistake_copies.values(), np.int64),
         },

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +40,8 @@ def one_at_a_time(P: sp.csr_matrix, rows: np.ndarray, n_classes: int, seed: int 
         added = 0
         for i in order:
             columns = P.indices[P.indptr[i] : P.indptr[i + 1]]
+            if not len(columns):
+                continue
             seen = counts.sum(axis=0) > 0
             known = columns[seen[columns]]
             if len(known):
@@ -317,7 +320,6 @@ def test_the_table_is_used_with_the_boolean_model_only(sample_maildir):
         )
 
 
-@pytest.mark.corpus
 def real_mail(real_corpus, per_folder: int = 150):
     dirs = real_corpus("spamassassin")
     messages, labels = [], []
@@ -329,6 +331,7 @@ def real_mail(real_corpus, per_folder: int = 150):
     return messages, labels
 
 
+@pytest.mark.corpus
 def test_on_real_mail_the_table_takes_the_hard_third(real_corpus):
     messages, labels = real_mail(real_corpus)
     token_lists = [tokenize(m) for m in messages]
@@ -350,6 +353,7 @@ def table_by_token(spam_filter: SpamFilter) -> dict[tuple[str, str], float]:
     }
 
 
+@pytest.mark.corpus
 def test_the_filter_walks_mail_in_an_order_drawn_from_its_content(real_corpus):
     messages, labels = real_mail(real_corpus, per_folder=100)
     token_lists = [tokenize(m) for m in messages]
@@ -422,7 +426,72 @@ def test_scoring_reads_a_table_narrower_than_the_vocabulary_without_growing_it()
     assert table.counts.shape[1] == width_before
     # A third class the table has no row for: not in use, and saved with an empty row.
     assert table.has_every_class(2) and not table.has_every_class(3)
-    state = table.to_state(3)
+    state = table.to_state(3, wider.shape[1])
     assert state["counts"].shape == (3, len(state["columns"])) and not state["counts"][2].any()
     reloaded = MistakeTable.from_state(state, 3, wider.shape[1])
     np.testing.assert_array_equal(reloaded.counts[:2, :width_before], table.counts)
+
+
+def naive_content_keys(X: sp.csr_matrix, tokens, seed: int = 0) -> np.ndarray:
+    keys = []
+    for row in range(X.shape[0]):
+        columns = X.indices[X.indptr[row] : X.indptr[row + 1]]
+        keys.append(
+            sum(zlib.crc32(tokens[c].encode("utf-8", "surrogatepass"), seed) for c in columns)
+        )
+    return np.array([key % (1 << 32) for key in keys], dtype=np.uint64)
+
+
+def test_the_content_order_is_the_naive_one_across_its_chunks_and_empty_rows():
+    # Over 4,096 rows and 65,536 columns, so that both loops take several steps, with
+    # empty rows on either side of the row chunks' edges.
+    rng = np.random.default_rng(2)
+    sizes = rng.integers(1, 120, size=9000)
+    sizes[[0, 4095, 4096, 4097, 8191, 8192, 8999]] = 0
+    indptr = np.concatenate([[0], np.cumsum(sizes)])
+    columns = np.concatenate([rng.choice(140_000, size, replace=False) for size in sizes])
+    X = sp.csr_matrix((np.ones(len(columns)), columns, indptr), shape=(9000, 140_000))
+    tokens = [f"w{i}\udcff" if i % 1000 == 0 else f"w{i}" for i in range(X.shape[1])]
+    for seed in (0, 5):
+        keys = naive_content_keys(X, tokens, seed)
+        np.testing.assert_array_equal(
+            content_order(X, tokens, seed), np.argsort(keys, kind="stable")
+        )
+    # Messages with the same tokens are ordered by their digests, not by where they stand.
+    twins = sp.csr_matrix(np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=float))
+    order = content_order(twins, ["a", "b", "c"], digests=["z", "a", "m"])
+    assert list(order[np.isin(order, [0, 1])]) == [1, 0]
+    # A message with no tokens is never added: no copy of it changes its score.
+    table = MistakeTable()
+    table.fit_shape(2, 3)
+    with_empty = sp.vstack([twins, sp.csr_matrix((1, 3))], format="csr")
+    copies = table.train(with_empty, np.array([0, 0, 1, 1]), tokens=["a", "b", "c"])
+    assert copies[3] == 0 and copies[0] + copies[1] > 0 and copies[2] > 0
+
+
+def test_scoring_the_filter_never_grows_its_table(sample_maildir):
+    from spamnb.table import table_arrays
+
+    spam_filter, token_lists, labels, _digests = sample_filter(sample_maildir)
+    # New tokens learnt in a run that does not train the table (weight 0 for it).
+    spam_filter.mistakes.weight = 0.0
+    spam_filter.learn([["brand-new-token", "another-new-one"]], ["ham"], ["new-digest"])
+    spam_filter.mistakes.weight = 0.5
+    narrow = spam_filter.mistakes.counts.shape
+    assert narrow[1] < spam_filter.model.n_features
+    grown = copy.deepcopy(spam_filter)
+    grown.mistakes.fit_shape(len(grown.classes), grown.model.n_features)
+    X = spam_filter.vectorise([*token_lists, ["brand-new-token"]])
+    np.testing.assert_array_equal(
+        spam_filter.joint_log_likelihood(X), grown.joint_log_likelihood(X)
+    )
+    np.testing.assert_array_equal(
+        spam_filter.token_weights("spam", "ham"), grown.token_weights("spam", "ham")
+    )
+    rows = slice(0, len(labels))
+    assert spam_filter.fit_calibration_matrix(X[rows], labels)
+    assert grown.fit_calibration_matrix(X[rows], labels)
+    assert spam_filter.calibration == grown.calibration
+    assert table_arrays(spam_filter)[1] == table_arrays(grown)[1]
+    to_payload(spam_filter)
+    assert spam_filter.mistakes.counts.shape == narrow
