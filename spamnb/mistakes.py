@@ -23,9 +23,9 @@ adds nothing (as a token outside the vocabulary adds nothing to the model), and
 there is no class prior: the model supplies that.  Which messages are added depends
 on the order they are met in, so training walks them in an order drawn from their
 content (see :func:`content_order`): the same mail in the same runs gives the same
-table, whatever order its folders list it in (for a run of more than 10,000 new
-messages the filter trains it on a reservoir sample, whose choice still depends on
-that order).  Each message's number of copies
+table, whatever order its folders list it in (a run of more than 10,000 new
+messages trains it on a sample chosen by a hash of each message's digest, for the
+same reason).  Each message's number of copies
 is returned so that the filter can take them back exactly when the message is
 forgotten or moved to another class.
 """

@@ -5,15 +5,16 @@ in batches, are counted by :mod:`spamnb.parallel` (in this process, in worker
 processes or on a Dask cluster) and are added to the filter in order, so the counts
 equal those of ``learn`` on all of them.  The mistake table is trained and the
 calibration fitted once at the end, on the counted messages when there are at most
-``CALIBRATION_SAMPLE`` of them and on a uniform random sample of that many
-otherwise: the calibration has two parameters and two cut-offs to fit, the mistake
-table takes in about a third of the mail it is shown, and keeping every message's
-row would make memory grow with the mailbox.
+``CALIBRATION_SAMPLE`` of them and on a uniform sample of that many otherwise: the
+calibration has two parameters and two cut-offs to fit, the mistake table takes in
+about a third of the mail it is shown, and keeping every message's row would make
+memory grow with the mailbox.
 """
 
 from __future__ import annotations
 
-import random
+import hashlib
+import heapq
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -30,8 +31,14 @@ CALIBRATION_SAMPLE = 10_000
 
 
 class CalibrationSample:
-    """A uniform random sample (reservoir) of at most ``size`` count rows, with their
-    labels and digests."""
+    """A uniform sample of at most ``size`` count rows, with their labels and digests:
+    the messages whose digests hash lowest (a bottom-k sample).
+
+    A reservoir sample keeps each row with a chance drawn as it arrives, so the same
+    mail read in another order gave another sample, and with it another mistake
+    table and calibration.  A hash of the digest picks the same messages whatever
+    the order, as uniformly, in the same memory.
+    """
 
     def __init__(self, size: int = CALIBRATION_SAMPLE, seed: int = 0) -> None:
         self.size = size
@@ -41,8 +48,18 @@ class CalibrationSample:
         self.parts: list[sp.csr_matrix] = []
         self.labels: list[str] = []
         self.digests: list[str] = []
-        self._random = random.Random(seed)
+        self._seed = str(seed).encode()
+        self._keys: list[int] = []
+        # Once full: the sample's largest keys first (negated in a min-heap), with
+        # their slots, and the slot of each digest in the sample.
+        self._largest: list[tuple[int, int]] = []
+        self._slot_of: dict[str, int] = {}
         self._by_row = False
+
+    def _key(self, digest: str) -> int:
+        hashed = hashlib.blake2b(digest.encode("utf-8", "surrogatepass"), digest_size=8)
+        hashed.update(self._seed)
+        return int.from_bytes(hashed.digest(), "big")
 
     def add(self, X: sp.csr_matrix, labels: Sequence[str], digests: Sequence[str]) -> None:
         # Counts of one message fit 32 bits, and so do column numbers below 2^31: half
@@ -52,26 +69,43 @@ class CalibrationSample:
             (X.data.astype(np.float32), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
             shape=X.shape,
         )
+        keys = [self._key(digest) for digest in digests]
         room = max(self.size - self.seen, 0)
         if room:
             kept = min(room, len(labels))
             self.parts.append(X[:kept])
             self.labels.extend(labels[:kept])
             self.digests.extend(digests[:kept])
+            self._keys.extend(keys[:kept])
             self.seen += kept
-            X, labels, digests = X[kept:], labels[kept:], digests[kept:]
+            X, labels, digests, keys = X[kept:], labels[kept:], digests[kept:], keys[kept:]
         if not len(labels):
             return
         if not self._by_row:
             self.parts = [part[i] for part in self.parts for i in range(part.shape[0])]
+            self._largest = [(-key, slot) for slot, key in enumerate(self._keys)]
+            heapq.heapify(self._largest)
+            self._slot_of = {digest: slot for slot, digest in enumerate(self.digests)}
             self._by_row = True
         for i, label in enumerate(labels):
             self.seen += 1
-            slot = self._random.randrange(self.seen)
-            if slot < self.size:
-                self.parts[slot] = X[i]
-                self.labels[slot] = label
-                self.digests[slot] = digests[i]
+            digest, key = digests[i], keys[i]
+            slot = self._slot_of.get(digest)
+            if slot is None:
+                # Not in the sample: it takes the slot of the largest key if its
+                # own is smaller.
+                largest, slot = self._largest[0]
+                if key >= -largest:
+                    continue
+                heapq.heapreplace(self._largest, (-key, slot))
+                if self._slot_of.get(self.digests[slot]) == slot:
+                    del self._slot_of[self.digests[slot]]
+                self._slot_of[digest] = slot
+                self._keys[slot] = key
+            # A message met again (moved by a later folder) replaces its own row.
+            self.parts[slot] = X[i]
+            self.labels[slot] = label
+            self.digests[slot] = digest
 
     def matrix(self, n_features: int, release: bool = False) -> sp.csr_matrix:
         """The sampled rows, widened to the vocabulary's final size.

@@ -495,3 +495,19 @@ def test_scoring_the_filter_never_grows_its_table(sample_maildir):
     assert table_arrays(spam_filter)[1] == table_arrays(grown)[1]
     to_payload(spam_filter)
     assert spam_filter.mistakes.counts.shape == narrow
+
+
+def test_a_run_larger_than_the_sample_trains_the_same_table_in_any_order(sample_maildir):
+    from spamnb.training import learn_batches
+
+    messages, labels = sample_messages(sample_maildir)
+    filters = []
+    for order in (np.arange(len(messages)), np.random.default_rng(3).permutation(len(messages))):
+        batch = ([messages[i] for i in order], [labels[i] for i in order])
+        spam_filter = SpamFilter()
+        # A sample of 25 of the 60 messages: which 25 must not depend on the order.
+        learn_batches(spam_filter, [batch], sample_size=25)
+        filters.append(spam_filter)
+    first, second = filters
+    assert first.mistake_copies and first.mistake_copies == second.mistake_copies
+    assert table_by_token(first) == table_by_token(second)
