@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from . import __version__
 from .calibration import LENGTH_EXPONENT, Calibration, choose_cutoffs, fit_platt, normalised
 from .counts import Vocabulary, count_matrix, presence
-from .mistakes import MistakeTable, class_rows
+from .mistakes import MistakeTable, class_rows, content_keys
 from .model import NaiveBayes
 from .scores import predicted_columns, stratified_folds
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
@@ -45,6 +45,9 @@ def new_model() -> NaiveBayes:
 # A training batch refits the calibration only with this many of each class, or when
 # it is larger than the batch the current calibration was fitted on.
 MIN_REFIT_PER_CLASS = 20
+# The CRC seed of the calibration's fold order when messages come without digests;
+# another than the mistake table's walk, so the two orders are unrelated.
+CALIBRATION_ORDER_SEED = 1
 
 
 def message_digest(data: bytes) -> str:
@@ -234,8 +237,11 @@ class SpamFilter:
         outcome, rows = self.learn_matrix(X, labels, digests)
         if rows:
             learned = [labels[i] for i in rows]
-            copies = self.train_mistakes(X[rows], learned, [digests[i] for i in rows])
-            self.fit_calibration_matrix(X[rows], learned, mistake_copies=copies)
+            learned_digests = [digests[i] for i in rows]
+            copies = self.train_mistakes(X[rows], learned, learned_digests)
+            self.fit_calibration_matrix(
+                X[rows], learned, mistake_copies=copies, digests=learned_digests
+            )
         return outcome
 
     def learn_matrix(
@@ -326,6 +332,7 @@ class SpamFilter:
         labels: Sequence[str],
         folds: int = 5,
         mistake_copies: np.ndarray | None = None,
+        digests: Sequence[str] | None = None,
     ) -> bool:
         """Refit the spam score's calibration on held-out folds of just-trained messages.
 
@@ -335,9 +342,14 @@ class SpamFilter:
         the same way, by taking back each message's ``mistake_copies`` (what training
         returned; without them it is scored as trained).  Returns False, keeping the
         old calibration, when the messages are too few or lack a class.
+
+        The folds are dealt in an order drawn from the messages, not from where they
+        stand: by their ``digests`` when given, else by what they contain (as the
+        mistake table walks them), so the same mail read in another order gets the
+        same calibration and cut-offs.
         """
         return self.fit_calibration_matrix(
-            self.vectorise(token_lists), labels, folds, mistake_copies
+            self.vectorise(token_lists), labels, folds, mistake_copies, digests
         )
 
     def fit_calibration_matrix(
@@ -346,6 +358,7 @@ class SpamFilter:
         labels: Sequence[str],
         folds: int = 5,
         mistake_copies: np.ndarray | None = None,
+        digests: Sequence[str] | None = None,
     ) -> bool:
         """:meth:`fit_calibration` for messages already counted with this vocabulary."""
         positive = self.positive_class()
@@ -371,7 +384,8 @@ class SpamFilter:
             rows = class_rows(self.classes, labels)
             if mistake_copies is None:
                 mistake_copies = np.zeros(len(labels), dtype=np.int64)
-        for _train, held_out in stratified_folds(labels, folds, seed=0):
+        order = self._calibration_order(X, label_array, digests)
+        for _train, held_out in stratified_folds(labels, folds, seed=0, order=order):
             X_fold = X[held_out]
             jll = self.model.held_out_log_likelihood(X_fold, list(label_array[held_out]))
             if weight:
@@ -402,6 +416,18 @@ class SpamFilter:
         ham_cutoff, spam_cutoff = choose_cutoffs(fitted.score(log_odds, lengths), is_spam)
         self.calibration = replace(fitted, ham_cutoff=ham_cutoff, spam_cutoff=spam_cutoff)
         return True
+
+    def _calibration_order(
+        self, X: sp.csr_matrix, labels: np.ndarray, digests: Sequence[str] | None
+    ) -> np.ndarray:
+        """The order the calibration deals its folds in: by digest (a hash, so as good
+        as a shuffle, and free), else by :func:`content_keys`, with ties between
+        messages of the same tokens going by label."""
+        if digests is not None:
+            return np.argsort(np.asarray(digests, dtype=str), kind="stable")
+        keys = content_keys(X, self.vocabulary.tokens, seed=CALIBRATION_ORDER_SEED)
+        label_rank = np.unique(labels.astype(str), return_inverse=True)[1]
+        return np.lexsort((label_rank, keys))
 
     def choose_cutoffs(self, ham_cutoff: float | None, spam_cutoff: float | None) -> None:
         """Set the unsure band by hand; later refits keep it."""

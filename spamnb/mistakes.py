@@ -41,7 +41,14 @@ import scipy.sparse as sp
 
 from .calibration import LENGTH_EXPONENT
 
-__all__ = ["MISTAKE_WEIGHT", "MistakeTable", "block_sums", "class_rows", "content_order"]
+__all__ = [
+    "MISTAKE_WEIGHT",
+    "MistakeTable",
+    "block_sums",
+    "class_rows",
+    "content_keys",
+    "content_order",
+]
 
 # The weight of the table's joint log-likelihood against the model's.  Fixed at one
 # half before the fresh fold partitions were run; 0.25 and 0.75 measured worse on
@@ -93,21 +100,32 @@ def content_order(
     digests: Sequence[str] | None = None,
 ) -> np.ndarray:
     """An order of the messages (rows of ``X``, whose columns are ``tokens``) that
-    depends on what they contain, not on where they stand: each message's key is the
-    sum, modulo 2^32, of a CRC-32 (started from ``seed``) of each of its tokens, and
-    messages are walked by key.
+    depends on what they contain, not on where they stand: messages are walked by
+    their :func:`content_keys`.
 
     A seeded permutation of the rows would make the table depend on the order the
     mail was read in: the same SpamAssassin training part made 14 test errors when
     `evaluate --test-size` trained on it folder by folder, and 16 when `train` read
     the same messages from two folders of hard links (the benchmark's layout), and
     the order in which a Maildir's files are listed differs between file systems.
-    A CRC is the same in every process, unlike Python's salted ``hash``; summed over
-    hundreds of tokens, modulo 2^32, the keys spread evenly, so the order is as good
-    as random and unrelated to a message's length.  It costs about 0.2 s for the
-    500,000 tokens of the SpamAssassin training part, most of it the CRC of each token.
     Messages with the same tokens have the same key; their ``digests``, when given,
     order them (which one holds the copies matters when one is forgotten).
+    """
+    keys = content_keys(X, tokens, seed)
+    if digests is None:
+        return np.argsort(keys, kind="stable")
+    digest_rank = np.unique(np.asarray(digests, dtype=str), return_inverse=True)[1]
+    return np.lexsort((digest_rank, keys))
+
+
+def content_keys(X: sp.csr_matrix, tokens: Sequence[str], seed: int = 0) -> np.ndarray:
+    """Each message's key: the sum, modulo 2^32, of a CRC-32 (started from ``seed``)
+    of each of its tokens.
+
+    A CRC is the same in every process, unlike Python's salted ``hash``; summed over
+    hundreds of tokens, modulo 2^32, the keys spread evenly, so an order by key is as
+    good as random and unrelated to a message's length.  It costs about 0.2 s for the
+    500,000 tokens of the SpamAssassin training part, most of it the CRC of each token.
     """
     used = np.zeros(X.shape[1], dtype=bool)
     used[X.indices] = True
@@ -138,10 +156,7 @@ def content_order(
             offsets = X.indptr[start:end][filled] - first
             sums = np.add.reduceat(column_keys[X.indices[first:last]], offsets)
             keys[start:end][filled] = sums
-    if digests is None:
-        return np.argsort(keys, kind="stable")
-    digest_rank = np.unique(np.asarray(digests, dtype=str), return_inverse=True)[1]
-    return np.lexsort((digest_rank, keys))
+    return keys
 
 
 class MistakeTable:

@@ -146,7 +146,7 @@ def stratified_split(
 
 
 def stratified_folds(
-    labels: Sequence[str], k: int, seed: int
+    labels: Sequence[str], k: int, seed: int, order: np.ndarray | None = None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """``k`` stratified folds ``(train_idx, test_idx)``; every index is a test index exactly once.
 
@@ -154,7 +154,9 @@ def stratified_folds(
     previous class stopped, so each fold holds floor or ceil of ``n_class / k`` of every class
     and fold sizes differ by at most one overall. Every class needs at least 2 members (so it is
     always present in each fold's training part) and ``2 <= k <= len(labels)`` (so no test fold
-    is empty).
+    is empty).  Given ``order``, a permutation of the indices, each class's members are dealt
+    in that order instead of a shuffle drawn from ``seed``: an order drawn from what the
+    rows hold makes the folds the same whatever order the rows come in.
     """
     arr = _labels(labels, "labels")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
@@ -163,7 +165,13 @@ def stratified_folds(
         raise ValueError(f"k must be at least 2, got {k}")
     if k > len(arr):
         raise ValueError(f"k={k} folds need at least {k} examples, got {len(arr)}")
-    order = np.concatenate(_class_groups(arr, seed))
+    groups = _class_groups(arr, seed)
+    if order is not None:
+        order = np.asarray(order, dtype=np.intp)
+        if order.shape != arr.shape or not np.array_equal(np.sort(order), np.arange(len(arr))):
+            raise ValueError("order must be a permutation of the label indices")
+        groups = [order[arr[order] == c] for c in sorted(set(arr.tolist()))]
+    order = np.concatenate(groups)
     fold_of = np.empty(len(arr), dtype=np.intp)
     fold_of[order] = np.arange(len(arr)) % k
     everything = np.arange(len(arr), dtype=np.intp)

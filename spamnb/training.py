@@ -200,5 +200,5 @@ def learn_batches(
     if sample.labels:
         X, labels, digests = sample.current(spam_filter.trained, len(spam_filter.vocabulary))
         copies = spam_filter.train_mistakes(X, labels, digests)
-        spam_filter.fit_calibration_matrix(X, labels, mistake_copies=copies)
+        spam_filter.fit_calibration_matrix(X, labels, mistake_copies=copies, digests=digests)
     return outcome

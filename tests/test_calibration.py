@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from corpus_fixtures import sample_messages
+from corpus_fixtures import assert_same_calibration, sample_messages
 
 from spamnb.calibration import Calibration, choose_cutoffs, fit_platt
 from spamnb.filter import SpamFilter
@@ -113,3 +113,19 @@ def test_a_small_batch_keeps_the_calibration_of_a_larger_one(sample_maildir):
     few = [0, 1, 30, 31]  # two spam, two ham
     assert not spam_filter.fit_calibration([tokens[i] for i in few], [labels[i] for i in few])
     assert spam_filter.calibration == fitted
+
+
+def test_the_calibration_does_not_follow_the_reading_order(sample_maildir):
+    # Without digests (as evaluate and tune call it) the folds are dealt by content.
+    messages, labels = sample_messages(sample_maildir)
+    token_lists = SpamFilter().tokenize(messages)
+    calibrations = []
+    for order in (np.arange(len(labels)), np.random.default_rng(5).permutation(len(labels))):
+        spam_filter = SpamFilter()
+        tokens = [token_lists[i] for i in order]
+        ordered_labels = [labels[i] for i in order]
+        copies = spam_filter.train_tokens(tokens, ordered_labels)
+        assert spam_filter.fit_calibration(tokens, ordered_labels, mistake_copies=copies)
+        calibrations.append(spam_filter.calibration)
+    assert calibrations[0].fitted_on == len(labels)
+    assert_same_calibration(calibrations[0], calibrations[1])

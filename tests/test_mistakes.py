@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from corpus_fixtures import sample_messages, synthetic_corpus
+from corpus_fixtures import assert_same_calibration, sample_messages, synthetic_corpus
 
 from spamnb.calibration import LENGTH_EXPONENT
 from spamnb.counts import Vocabulary, count_matrix, presence
@@ -363,7 +363,7 @@ def test_the_filter_walks_mail_in_an_order_drawn_from_its_content(real_corpus):
         np.arange(len(messages))[::-1],
         np.random.default_rng(7).permutation(len(messages)),
     ]
-    tables, scores = [], []
+    tables, scores, calibrations = [], [], []
     for order in reading_orders:
         spam_filter = SpamFilter()
         spam_filter.learn(
@@ -372,12 +372,16 @@ def test_the_filter_walks_mail_in_an_order_drawn_from_its_content(real_corpus):
             [digests[i] for i in order],
         )
         tables.append(table_by_token(spam_filter))
+        calibrations.append(spam_filter.calibration)
         jll = spam_filter.joint_log_likelihood(spam_filter.vectorise(token_lists))
         # Classes are numbered as first met; put spam first.
         scores.append(jll[:, [spam_filter.classes.index(c) for c in ("spam", "ham")]])
         assert spam_filter.mistake_copies
     # The same mail read in another order: the same table, token by token, and scores.
     assert tables[0] == tables[1] == tables[2]
+    assert calibrations[0].fitted_on == len(messages)
+    assert_same_calibration(calibrations[0], calibrations[1])
+    assert_same_calibration(calibrations[0], calibrations[2])
     np.testing.assert_allclose(scores[0], scores[1], rtol=1e-9)
     np.testing.assert_allclose(scores[0], scores[2], rtol=1e-9)
     # And the walk is the slow loop's in that order.
@@ -511,3 +515,6 @@ def test_a_run_larger_than_the_sample_trains_the_same_table_in_any_order(sample_
     first, second = filters
     assert first.mistake_copies and first.mistake_copies == second.mistake_copies
     assert table_by_token(first) == table_by_token(second)
+    # And the same calibration: its folds are dealt by digest, not by position.
+    assert first.calibration.fitted_on == 25
+    assert_same_calibration(first.calibration, second.calibration)

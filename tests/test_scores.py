@@ -187,6 +187,23 @@ def test_folds_deterministic() -> None:
     assert any(not np.array_equal(x[1], y[1]) for x, y in zip(a, c, strict=True))
 
 
+def test_folds_dealt_in_a_given_order_follow_the_rows_not_their_places() -> None:
+    labels = ["ham"] * 12 + ["spam"] * 8
+    order = np.random.default_rng(4).permutation(len(labels))
+    folds = stratified_folds(labels, 4, seed=0, order=order)
+    # Each class's members go round the folds in the order given.
+    hams = [i for i in order if labels[i] == "ham"]
+    assert [i for i in hams[::4]] == [i for i in hams if i in set(folds[0][1].tolist())]
+    # The same rows in other places: the same rows in each fold.
+    moved = np.random.default_rng(5).permutation(len(labels))
+    place_of = np.argsort(moved)
+    moved_folds = stratified_folds([labels[i] for i in moved], 4, seed=0, order=place_of[order])
+    for (_, held_out), (_, moved_held_out) in zip(folds, moved_folds, strict=True):
+        assert sorted(moved[moved_held_out].tolist()) == held_out.tolist()
+    with pytest.raises(ValueError, match="permutation"):
+        stratified_folds(labels, 4, seed=0, order=np.zeros(len(labels), dtype=int))
+
+
 @pytest.mark.parametrize("k", [1, 0, -3, 7, 2.0, True])
 def test_folds_reject_bad_k(k: object) -> None:
     with pytest.raises(ValueError, match="k"):
