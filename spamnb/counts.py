@@ -25,6 +25,7 @@ __all__ = [
     "local_counts",
     "presence",
     "to_vocabulary",
+    "used_columns",
 ]
 
 
@@ -123,6 +124,19 @@ def presence(X: sp.spmatrix) -> sp.csr_matrix:
     present.sum_duplicates()
     present.data = np.ones_like(present.data)
     return present
+
+
+def used_columns(X: sp.spmatrix) -> np.ndarray:
+    """The columns ``X`` stores anything in, ascending.
+
+    Marked in a mask the width of ``X``: np.unique sorts or hashes the stored column
+    numbers instead, 250 ms for the 600,000 of one calibration fold of the
+    SpamAssassin training part against 1.5 ms, and calibration asks twice per fold.
+    """
+    X = sp.csr_matrix(X)
+    used = np.zeros(X.shape[1], dtype=bool)
+    used[X.indices] = True
+    return np.flatnonzero(used)
 
 
 def local_counts(token_lists: Sequence[Sequence[str]]) -> tuple[list[str], sp.csr_matrix]:

@@ -40,6 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .calibration import LENGTH_EXPONENT
+from .counts import used_columns
 
 __all__ = [
     "MISTAKE_WEIGHT",
@@ -253,7 +254,7 @@ class MistakeTable:
         Only the columns the messages use change, and through them each class's total
         and the number of active columns, so nothing of the vocabulary's size is copied.
         """
-        columns = np.unique(P.indices)
+        columns = used_columns(P)
         columns = columns[usable[columns] & (columns < self.counts.shape[1])]
         P_columns = P[:, columns]
         indicator = sp.csr_matrix(

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .counts import presence
+from .counts import presence, used_columns
 
 __all__ = ["EVENT_MODELS", "NaiveBayes", "log_sum_exp"]
 
@@ -262,7 +262,7 @@ class NaiveBayes:
             without.add_counts(X, labels, sign=-1)
             return without.joint_log_likelihood(X)
         rows = np.array([self.classes.index(label) for label in labels], dtype=np.int64)
-        columns = np.unique(X.indices)
+        columns = used_columns(X)
         X_cols = X[:, columns]
         present = presence(X_cols)
         indicator = sp.csr_matrix(

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from spamnb.counts import Vocabulary, count_matrix
+from spamnb.counts import Vocabulary, count_matrix, used_columns
 from spamnb.model import EVENT_MODELS, NaiveBayes
 
 # A toy training set small enough to compute every probability on paper.
@@ -357,3 +357,14 @@ def test_growing_counts_keep_the_vocabulary_in_first_seen_order():
     assert vocabulary.tokens == ["old", "known", "new", "other", "last"]
     assert vocabulary.index == {t: i for i, t in enumerate(vocabulary.tokens)}
     assert X.shape == (2, 5) and X[0, 2] == 1 and X[1, 4] == 1
+
+
+def test_used_columns_are_the_sorted_stored_columns():
+    X = sp.random(300, 5000, density=0.01, format="csr", random_state=2)
+    # A column stored twice in a row (not summed) and empty rows.
+    X = sp.csr_matrix(
+        (np.r_[X.data, 1.0, 1.0], np.r_[X.indices, 7, 7], np.r_[X.indptr, X.nnz + 2, X.nnz + 2]),
+        shape=(302, 5000),
+    )
+    np.testing.assert_array_equal(used_columns(X), np.unique(X.indices))
+    assert used_columns(sp.csr_matrix((3, 10))).size == 0
