@@ -170,18 +170,26 @@ def local_counts(token_lists: Sequence[Sequence[str]]) -> tuple[list[str], sp.cs
 def to_vocabulary(
     tokens: Sequence[str], matrix: sp.csr_matrix, vocabulary: Vocabulary, *, grow: bool
 ) -> sp.csr_matrix:
-    """``matrix``, whose columns are ``tokens``, with the columns of ``vocabulary``.
+    """``matrix``, whose columns are ``tokens`` (distinct, as :func:`local_counts`
+    gives them), with the columns of ``vocabulary``.
 
     With ``grow`` the batch's new tokens are added in its first-seen order, so batches
     mapped in message order build the very vocabulary that counting all the messages
     at once builds.  Without it, tokens the vocabulary lacks are dropped.
     """
     index = vocabulary.index
+    columns = np.fromiter(map(index.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
     if grow:
-        add = vocabulary.add
-        columns = np.fromiter(map(add, tokens), dtype=np.int64, count=len(tokens))
-    else:
-        columns = np.fromiter(map(index.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
+        # The batch's tokens are distinct, so its new ones are numbered in one go: a
+        # call of Vocabulary.add per token took 0.3 s of training's 4.5 on the
+        # SpamAssassin training part, for 700,000 tokens mostly known already.
+        new = np.flatnonzero(columns < 0)
+        if len(new):
+            first = len(vocabulary.tokens)
+            new_tokens = [tokens[i] for i in new.tolist()]
+            columns[new] = np.arange(first, first + len(new))
+            index.update(zip(new_tokens, range(first, first + len(new)), strict=True))
+            vocabulary.tokens.extend(new_tokens)
     mapped = columns[matrix.indices] if len(tokens) else matrix.indices.astype(np.int64)
     shape = (matrix.shape[0], len(vocabulary))
     if grow or (mapped >= 0).all():
