@@ -4,6 +4,9 @@ Every filter is trained on the same 70% and scored on the same 30% of each corpu
 stratified split that `spamnb evaluate --test-size 0.3 --seed 0` makes (spamnb's own
 `stratified_split`), over every message file of each class sorted by path, with
 byte-identical duplicates removed first (a message in both classes is dropped whole).
+The corpora are the SpamAssassin corpus, Enron1 and the SMS Spam Collection (each SMS
+a message of one header line, as corpora/fetch.py writes it). No spamnb default was
+chosen on the SMS, so its row shows how the defaults carry to text they never saw.
 Prints one table (accuracy, false positives, false negatives, ROC AUC, beside the
 majority-class baseline) and writes it as JSON to build/bench-accuracy/results.json.
 
@@ -63,11 +66,15 @@ from pipe_latency import fetch_module
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "build" / "bench-accuracy"
 VENV = WORK / "venv"
-CORPORA = ("spamassassin", "enron1")
+CORPORA = ("spamassassin", "enron1", "sms")
 FILTERS = ("spamnb", "bogofilter", "crm114", "sa-bayes", "sklearn")
 TEST_SIZE = 0.3
 SEED = 0
-TITLES = {"spamassassin": "SpamAssassin public corpus", "enron1": "Enron-Spam enron1"}
+TITLES = {
+    "spamassassin": "SpamAssassin public corpus",
+    "enron1": "Enron-Spam enron1",
+    "sms": "SMS Spam Collection v.1 (short texts, not mail)",
+}
 
 
 def log(text: str) -> None:

@@ -6,6 +6,9 @@ Corpora:
   20050311 revision). Ham: easy_ham, easy_ham_2, hard_ham. Spam: spam, spam_2.
 * ``enron1``: Enron-Spam, preprocessed set enron1 (Metsis et al., CEAS 2006). Ham: ham/.
   Spam: spam/.
+* ``sms``: the SMS Spam Collection v.1 (Almeida et al., DocEng 2011), one text file of
+  labelled lines, written out as one message file per line (ham/, spam/; see
+  ``sms_messages``). Not mail: a check that the defaults hold on short texts.
 
 Two sources:
 
@@ -21,7 +24,7 @@ second run with the same destination does nothing.
 
 Usage::
 
-    python corpora/fetch.py [--dest DIR] [--mirror DIR] [spamassassin|enron1|all]
+    python corpora/fetch.py [--dest DIR] [--mirror DIR] [spamassassin|enron1|sms|all]
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import tarfile
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -65,7 +69,7 @@ class Upstream:
     """One original archive: where to get it and where its top directory lands."""
 
     url: str
-    top: str  # the single top-level directory inside the tarball
+    top: str  # the single top-level directory inside the tarball ("" for a flat zip)
     into: str  # directory under the staging area to unpack into ("" = staging itself)
 
 
@@ -80,10 +84,47 @@ class Corpus:
     md5_named: bool = False
     # Files known to differ from the MD5 in their name (relative to the corpus root).
     md5_exceptions: frozenset[str] = frozenset()
+    # Writes the message folders from what the archive holds, when it holds no folders
+    # of messages (the SMS collection is one file of lines); given the unpacked root.
+    messages_from: Callable[[Path], None] | None = None
 
 
 _SA_BASE = "https://spamassassin.apache.org/old/publiccorpus/"
 _SA_ROOT = "spamassassin-20030228"
+
+_SMS_ROOT = "smsspamcollection"
+_SMS_DATA = "SMSSpamCollection"
+# SHA-256 of the collection's data file (MD5 1949b64a224790d01335c2bf8a0e48b2, the same
+# in every copy compared): UCI publishes no checksum of its zip, so the content is checked.
+_SMS_DATA_SHA256 = "7d039a24a6083ed9ef0f806ebad56bbb976e3aeb8de05669173bfdc4996c239d"
+# Every SMS becomes a message with this header only: its text is the body (without a
+# header a line such as "Urgent: call now" would read as a header field), and its
+# charset is the data file's.
+SMS_HEADER = b"Content-Type: text/plain; charset=utf-8\n\n"
+
+
+def sms_messages(root: Path) -> None:
+    """Write ``root/ham/NNNN`` and ``root/spam/NNNN`` from the collection's data file:
+    one message per line, named by the line's number (from 1), holding
+    :data:`SMS_HEADER`, the text after the line's TAB and a newline."""
+    data_file = root / _SMS_DATA
+    if not data_file.is_file():
+        raise FetchError(f"{data_file} is missing")
+    actual = sha256_file(data_file)
+    if actual != _SMS_DATA_SHA256:
+        raise FetchError(
+            f"checksum mismatch for {data_file}: sha256 {actual}, expected {_SMS_DATA_SHA256}"
+        )
+    for label in ("ham", "spam"):
+        (root / label).mkdir(exist_ok=True)
+    for number, line in enumerate(data_file.read_bytes().split(b"\n"), 1):
+        if not line:
+            continue
+        label, tab, text = line.partition(b"\t")
+        if not tab or label not in (b"ham", b"spam"):
+            raise FetchError(f"{data_file}: line {number} is not LABEL<TAB>TEXT")
+        (root / label.decode() / f"{number:04d}").write_bytes(SMS_HEADER + text + b"\n")
+
 
 CORPORA: dict[str, Corpus] = {
     "spamassassin": Corpus(
@@ -125,6 +166,22 @@ CORPORA: dict[str, Corpus] = {
                 "",
             ),
         ),
+    ),
+    "sms": Corpus(
+        name="sms",
+        root=_SMS_ROOT,
+        mirror_archive="sms-spam-collection-v1.tar.xz",
+        mirror_sha256="cfd64a9ac3480da873ca2e16cb3bdfea6696f63e28467f98660bc054f512fbab",
+        groups={"ham": ("ham", 4827), "spam": ("spam", 747)},
+        upstream=(
+            Upstream(
+                "https://archive.ics.uci.edu/ml/machine-learning-databases/00228/"
+                "smsspamcollection.zip",
+                "",
+                _SMS_ROOT,
+            ),
+        ),
+        messages_from=sms_messages,
     ),
 }
 
@@ -265,6 +322,28 @@ def extract_archive(archive: Path, into: Path, top: str) -> None:
         raise FetchError(f"cannot unpack {archive}: {exc}") from exc
 
 
+def extract_zip(archive: Path, into: Path) -> None:
+    """Unpack a zip whose members are plain files at its top level into ``into``.
+
+    Any directory, link or path in a member's name makes the whole archive fail.
+    """
+    into.mkdir(parents=True, exist_ok=True)
+    try:
+        with zipfile.ZipFile(archive) as zipped:
+            members = zipped.infolist()
+            for member in members:
+                name = member.filename
+                if member.is_dir() or "/" in name or "\\" in name or name in ("", ".", ".."):
+                    raise FetchError(f"{archive.name}: refusing member {name!r}")
+            for member in members:
+                if member.filename in _NOT_MESSAGES:
+                    continue
+                with zipped.open(member) as source, (into / member.filename).open("wb") as out:
+                    shutil.copyfileobj(source, out, 1 << 20)
+    except (zipfile.BadZipFile, OSError, zlib.error) as exc:
+        raise FetchError(f"cannot unpack {archive}: {exc}") from exc
+
+
 def _download(url: str, target: Path, log: Log) -> None:
     log(f"downloading {url}")
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -304,7 +383,10 @@ def _unpack_from_upstream(corpus: Corpus, downloads: Path, staging: Path, log: L
         if not archive.is_file():
             _download(up.url, archive, log)
         log(f"unpacking {archive.name}")
-        extract_archive(archive, staging / up.into, up.top)
+        if archive.suffix == ".zip":
+            extract_zip(archive, staging / up.into)
+        else:
+            extract_archive(archive, staging / up.into, up.top)
 
 
 # --- the public entry point -----------------------------------------------------------
@@ -366,6 +448,9 @@ def fetch(
         else:
             _unpack_from_upstream(corpus, Path(downloads or DEFAULT_DOWNLOADS), staging, log)
         unpacked = staging / corpus.root
+        if corpus.messages_from is not None:
+            log(f"writing {corpus.name}'s messages")
+            corpus.messages_from(unpacked)
         log(f"verifying {corpus.name}")
         verify(name, unpacked)
         (unpacked / MARKER_NAME).write_text(_marker_text(corpus), encoding="utf-8")

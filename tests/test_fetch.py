@@ -20,6 +20,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -30,7 +31,7 @@ FETCH_PY = REPO / "corpora" / "fetch.py"
 MIRROR = Path(os.environ.get("SPAMNB_CORPUS_MIRROR") or REPO.parent / "shared" / "corpora")
 NO_MIRROR = f"these tests need the corpus archives in {MIRROR} (or set SPAMNB_CORPUS_MIRROR)"
 
-EXPECTED = {"spamassassin": (4150, 1896), "enron1": (3672, 1500)}
+EXPECTED = {"spamassassin": (4150, 1896), "enron1": (3672, 1500), "sms": (4827, 747)}
 KNOWN_MD5_EXCEPTION = "hard_ham/00230.244a63cd74c81123ef26129453e32c95"
 
 
@@ -104,6 +105,27 @@ def test_labelled_dirs_layout(fetched: dict[str, Path]) -> None:
 
 
 @pytest.mark.corpus
+def test_each_sms_is_a_message_of_its_line(fetched: dict[str, Path]) -> None:
+    root = fetched["sms"]
+    lines = (root / "SMSSpamCollection").read_bytes().split(b"\n")
+    # The third line is the first spam.
+    label, _, text = lines[2].partition(b"\t")
+    assert label == b"spam"
+    message = (root / "spam" / "0003").read_bytes()
+    assert message == fetch_mod.SMS_HEADER + text + b"\n"
+    assert not (root / "ham" / "0003").exists()
+    # Every line is one message, in its class, numbered by its line.
+    names = {
+        label: {p.name for p in fetch_mod.message_files(root / label)} for label in ("ham", "spam")
+    }
+    expected = {"ham": set(), "spam": set()}
+    for number, line in enumerate(lines, 1):
+        if line:
+            expected[line.partition(b"\t")[0].decode()].add(f"{number:04d}")
+    assert names == expected
+
+
+@pytest.mark.corpus
 def test_second_fetch_is_a_no_op(fetched: dict[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     def must_not_run(*args: object, **kwargs: object) -> None:
         raise AssertionError("already verified corpus was unpacked or re-hashed again")
@@ -161,6 +183,7 @@ def test_cli_reports_each_corpus(fetched: dict[str, Path]) -> None:
     assert lines == [
         f"spamassassin: {fetched['spamassassin']} (ham 4150, spam 1896)",
         f"enron1: {fetched['enron1']} (ham 3672, spam 1500)",
+        f"sms: {fetched['sms']} (ham 4827, spam 747)",
     ]
 
 
@@ -169,12 +192,18 @@ def test_network_mode_layout_from_cached_downloads(
     fetched: dict[str, Path], tmp_path: Path
 ) -> None:
     # Rebuild tarballs shaped like the upstream ones (one top directory per archive, plus
-    # the "cmds" helper file) from the mirror copy, and drop them in the download cache.
+    # the "cmds" helper file) from the mirror copy, and drop them in the download cache;
+    # the SMS collection comes as a zip of its two files.
     downloads = tmp_path / "downloads"
     downloads.mkdir()
     for name, root in fetched.items():
         for up in fetch_mod.CORPORA[name].upstream:
             archive = downloads / up.url.rsplit("/", 1)[-1]
+            if name == "sms":
+                with zipfile.ZipFile(archive, "w") as zipped:
+                    for member in ("SMSSpamCollection", "readme"):
+                        zipped.write(root / member, member)
+                continue
             source = root / up.top if name == "spamassassin" else root
             # Uncompressed on purpose: it is quick, and the reader auto-detects compression.
             with tarfile.open(archive, "w") as tar:
@@ -321,6 +350,29 @@ def test_truncated_archive_is_a_clean_error(tmp_path: Path) -> None:
     truncated.write_bytes(gzip.compress(archive.read_bytes())[:40])
     with pytest.raises(fetch_mod.FetchError, match="cannot unpack"):
         fetch_mod.extract_archive(truncated, tmp_path / "out", "enron1")
+
+
+def test_sms_lines_are_checked_before_they_are_written(tmp_path: Path) -> None:
+    root = tmp_path / "smsspamcollection"
+    root.mkdir()
+    with pytest.raises(fetch_mod.FetchError, match="SMSSpamCollection is missing"):
+        fetch_mod.sms_messages(root)
+    (root / "SMSSpamCollection").write_bytes(b"ham\thello\nspam\tWIN now\n")
+    with pytest.raises(fetch_mod.FetchError, match="checksum mismatch"):
+        fetch_mod.sms_messages(root)
+    assert not (root / "ham").exists()
+
+
+@pytest.mark.parametrize("bad", ["sub/SMSSpamCollection", "../evil", "dir/"])
+def test_zip_members_must_be_plain_top_level_files(tmp_path: Path, bad: str) -> None:
+    archive = tmp_path / "evil.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("readme", b"ok")
+        zipped.writestr(bad, b"x")
+    with pytest.raises(fetch_mod.FetchError, match="refusing member"):
+        fetch_mod.extract_zip(archive, tmp_path / "out")
+    assert not (tmp_path / "out" / "readme").exists()
+    assert not (tmp_path / "evil").exists()
 
 
 def test_unknown_corpus_name() -> None:
