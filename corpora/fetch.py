@@ -175,8 +175,7 @@ CORPORA: dict[str, Corpus] = {
         groups={"ham": ("ham", 4827), "spam": ("spam", 747)},
         upstream=(
             Upstream(
-                "https://archive.ics.uci.edu/ml/machine-learning-databases/00228/"
-                "smsspamcollection.zip",
+                "https://archive.ics.uci.edu/static/public/228/sms+spam+collection.zip",
                 "",
                 _SMS_ROOT,
             ),
@@ -325,7 +324,8 @@ def extract_archive(archive: Path, into: Path, top: str) -> None:
 def extract_zip(archive: Path, into: Path) -> None:
     """Unpack a zip whose members are plain files at its top level into ``into``.
 
-    Any directory, link or path in a member's name makes the whole archive fail.
+    A directory, or a path of any kind in a member's name, makes the whole archive
+    fail before anything is written.
     """
     into.mkdir(parents=True, exist_ok=True)
     try:
@@ -340,7 +340,16 @@ def extract_zip(archive: Path, into: Path) -> None:
                     continue
                 with zipped.open(member) as source, (into / member.filename).open("wb") as out:
                     shutil.copyfileobj(source, out, 1 << 20)
-    except (zipfile.BadZipFile, OSError, zlib.error) as exc:
+    except (
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        OSError,
+        EOFError,
+        zlib.error,
+        # An unsupported compression method, and an encrypted member.
+        NotImplementedError,
+        RuntimeError,
+    ) as exc:
         raise FetchError(f"cannot unpack {archive}: {exc}") from exc
 
 
@@ -428,8 +437,13 @@ def fetch(
         return root
     if root.exists():
         # Unpacked some other way, or a marker from an older version: check it in place
-        # rather than clobbering a directory we did not necessarily create.
+        # rather than clobbering a directory we did not necessarily create.  A corpus
+        # whose messages this script writes (the SMS collection, unpacked by hand from
+        # the mirror's archive) gets its message folders added beside what is there.
         try:
+            missing = [g for g in corpus.groups if not (root / g).is_dir()]
+            if corpus.messages_from is not None and len(missing) == len(corpus.groups):
+                corpus.messages_from(root)
             verify(name, root)
         except FetchError as exc:
             raise FetchError(f"{exc} (remove {root} to fetch it afresh)") from None

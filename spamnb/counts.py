@@ -190,6 +190,8 @@ def to_vocabulary(
             columns[new] = np.arange(first, first + len(new))
             index.update(zip(new_tokens, range(first, first + len(new)), strict=True))
             vocabulary.tokens.extend(new_tokens)
+            if len(index) != len(vocabulary.tokens):
+                raise ValueError("a batch's tokens must be distinct; the vocabulary is broken")
     mapped = columns[matrix.indices] if len(tokens) else matrix.indices.astype(np.int64)
     shape = (matrix.shape[0], len(vocabulary))
     if grow or (mapped >= 0).all():

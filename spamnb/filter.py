@@ -422,12 +422,14 @@ class SpamFilter:
     ) -> np.ndarray:
         """The order the calibration deals its folds in: by digest (a hash, so as good
         as a shuffle, and free), else by :func:`content_keys`, with ties between
-        messages of the same tokens going by label."""
+        messages of the same tokens going by their number of tokens, then by label
+        (messages alike in all three stay in their places)."""
         if digests is not None:
             return np.argsort(np.asarray(digests, dtype=str), kind="stable")
         keys = content_keys(X, self.vocabulary.tokens, seed=CALIBRATION_ORDER_SEED)
+        totals = np.asarray(X.sum(axis=1)).ravel()
         label_rank = np.unique(labels.astype(str), return_inverse=True)[1]
-        return np.lexsort((label_rank, keys))
+        return np.lexsort((label_rank, totals, keys))
 
     def choose_cutoffs(self, ham_cutoff: float | None, spam_cutoff: float | None) -> None:
         """Set the unsure band by hand; later refits keep it."""

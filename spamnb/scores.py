@@ -167,8 +167,10 @@ def stratified_folds(
         raise ValueError(f"k={k} folds need at least {k} examples, got {len(arr)}")
     groups = _class_groups(arr, seed)
     if order is not None:
-        order = np.asarray(order, dtype=np.intp)
-        if order.shape != arr.shape or not np.array_equal(np.sort(order), np.arange(len(arr))):
+        order = np.asarray(order)
+        if order.dtype.kind not in "iu" or order.shape != arr.shape:
+            raise ValueError("order must be a permutation of the label indices")
+        if not np.array_equal(np.sort(order), np.arange(len(arr))):
             raise ValueError("order must be a permutation of the label indices")
         groups = [order[arr[order] == c] for c in sorted(set(arr.tolist()))]
     order = np.concatenate(groups)

@@ -170,6 +170,22 @@ def test_tampered_message_in_unpacked_corpus_is_caught(
 
 
 @pytest.mark.corpus
+def test_an_sms_collection_unpacked_by_hand_gets_its_messages(
+    fetched: dict[str, Path], tmp_path: Path
+) -> None:
+    # As the mirror's README unpacks it: the data file and the readme, no folders.
+    by_hand = tmp_path / fetch_mod.CORPORA["sms"].root
+    by_hand.mkdir()
+    for member in ("SMSSpamCollection", "readme"):
+        shutil.copyfile(fetched["sms"] / member, by_hand / member)
+    assert fetch_mod.fetch("sms", tmp_path, mirror=MIRROR) == by_hand
+    assert _counts("sms", by_hand) == EXPECTED["sms"]
+    assert (by_hand / "spam" / "0003").read_bytes() == (
+        fetched["sms"] / "spam" / "0003"
+    ).read_bytes()
+
+
+@pytest.mark.corpus
 def test_cli_reports_each_corpus(fetched: dict[str, Path]) -> None:
     dest = fetched["enron1"].parent
     result = subprocess.run(
@@ -363,7 +379,7 @@ def test_sms_lines_are_checked_before_they_are_written(tmp_path: Path) -> None:
     assert not (root / "ham").exists()
 
 
-@pytest.mark.parametrize("bad", ["sub/SMSSpamCollection", "../evil", "dir/"])
+@pytest.mark.parametrize("bad", ["sub/SMSSpamCollection", "../evil", "dir/", "..\\evil", ".."])
 def test_zip_members_must_be_plain_top_level_files(tmp_path: Path, bad: str) -> None:
     archive = tmp_path / "evil.zip"
     with zipfile.ZipFile(archive, "w") as zipped:

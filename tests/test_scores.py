@@ -202,6 +202,10 @@ def test_folds_dealt_in_a_given_order_follow_the_rows_not_their_places() -> None
         assert sorted(moved[moved_held_out].tolist()) == held_out.tolist()
     with pytest.raises(ValueError, match="permutation"):
         stratified_folds(labels, 4, seed=0, order=np.zeros(len(labels), dtype=int))
+    with pytest.raises(ValueError, match="permutation"):
+        stratified_folds(labels, 4, seed=0, order=order[:-1])
+    with pytest.raises(ValueError, match="permutation"):
+        stratified_folds(labels, 4, seed=0, order=order.astype(float))
 
 
 @pytest.mark.parametrize("k", [1, 0, -3, 7, 2.0, True])
