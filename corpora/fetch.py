@@ -110,11 +110,7 @@ def sms_messages(root: Path) -> None:
     data_file = root / _SMS_DATA
     if not data_file.is_file():
         raise FetchError(f"{data_file} is missing")
-    actual = sha256_file(data_file)
-    if actual != _SMS_DATA_SHA256:
-        raise FetchError(
-            f"checksum mismatch for {data_file}: sha256 {actual}, expected {_SMS_DATA_SHA256}"
-        )
+    check_sha256(data_file, _SMS_DATA_SHA256)
     for label in ("ham", "spam"):
         (root / label).mkdir(exist_ok=True)
     for number, line in enumerate(data_file.read_bytes().split(b"\n"), 1):
@@ -210,6 +206,13 @@ def sha256_file(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def check_sha256(path: Path, expected: str) -> None:
+    """Raise FetchError unless the file's SHA-256 is ``expected``."""
+    actual = sha256_file(path)
+    if actual != expected:
+        raise FetchError(f"checksum mismatch for {path}: sha256 {actual}, expected {expected}")
 
 
 def message_files(directory: Path) -> list[Path]:
@@ -376,11 +379,7 @@ def _unpack_from_mirror(corpus: Corpus, mirror: Path, staging: Path, log: Log) -
     if not archive.is_file():
         raise FetchError(f"{corpus.mirror_archive} not found in mirror {mirror}")
     log(f"checking {archive}")
-    actual = sha256_file(archive)
-    if actual != corpus.mirror_sha256:
-        raise FetchError(
-            f"checksum mismatch for {archive}: sha256 {actual}, expected {corpus.mirror_sha256}"
-        )
+    check_sha256(archive, corpus.mirror_sha256)
     log(f"unpacking {archive.name}")
     extract_archive(archive, staging, corpus.root)
 

@@ -168,9 +168,11 @@ def stratified_folds(
     groups = _class_groups(arr, seed)
     if order is not None:
         order = np.asarray(order)
-        if order.dtype.kind not in "iu" or order.shape != arr.shape:
-            raise ValueError("order must be a permutation of the label indices")
-        if not np.array_equal(np.sort(order), np.arange(len(arr))):
+        if (
+            order.dtype.kind not in "iu"
+            or order.shape != arr.shape
+            or not np.array_equal(np.sort(order), np.arange(len(arr)))
+        ):
             raise ValueError("order must be a permutation of the label indices")
         groups = [order[arr[order] == c] for c in sorted(set(arr.tolist()))]
     order = np.concatenate(groups)
