@@ -26,7 +26,11 @@ from spamnb.mail import (
     message_id,
 )
 
-CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+# The corpus archives: $SPAMNB_CORPUS_MIRROR, else ../shared/corpora (as in CI).
+CORPORA = Path(
+    os.environ.get("SPAMNB_CORPUS_MIRROR")
+    or Path(__file__).resolve().parents[2] / "shared" / "corpora"
+)
 
 PLAIN = b"Return-Path: <ann@example.org>\nSubject: plain\n\nNo envelope line here.\n"
 ENVELOPED = (
