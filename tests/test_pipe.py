@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import email
 import email.policy
+import re
 
 from cli_helpers import without_added_header
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb.pipe import insert_header, is_field_name, verdict_header
+from spamnb.pipe import header_block_end, insert_header, is_field_name, verdict_header
 
 
 def parsed_header(message: bytes) -> str | None:
@@ -77,6 +78,51 @@ def test_any_bytes_lose_nothing(message):
 def test_header_like_inputs_lose_nothing(lines, eol, tail):
     message = eol.join(lines) + tail
     assert without_added_header(insert_header(message, "X-Spamnb", "Ham"), message)
+
+
+def header_block_end_line_by_line(message: bytes) -> int:
+    """The header block's end found a line at a time: what the one regex replaced."""
+    field = re.compile(rb"[\x21-\x39\x3b-\x7e]+[ \t]*:")
+    position = 0
+    first = True
+    while position < len(message):
+        newline = message.find(b"\n", position)
+        end = len(message) if newline < 0 else newline + 1
+        content = message[position:end].rstrip(b"\r\n")
+        if not content:
+            return position
+        is_envelope = first and content.startswith(b"From ")
+        is_continuation = not first and content[:1] in (b" ", b"\t")
+        if not (is_envelope or is_continuation or field.match(content)):
+            return position
+        first = False
+        position = end
+    return position
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [b"From ", b"From", b"a", b"Subject", b":", b" ", b"\t", b"\r", b"\n", b"\x7f", b"\xe9"]
+        ),
+        max_size=40,
+    )
+)
+def test_header_block_end_is_where_a_line_by_line_reading_stops(pieces):
+    message = b"".join(pieces)
+    assert header_block_end(message) == header_block_end_line_by_line(message)
+
+
+def test_header_block_end_on_the_shapes_that_end_a_block():
+    assert header_block_end(b"") == 0
+    assert header_block_end(b"\nSubject: x\n") == 0
+    assert header_block_end(b" folded first\n") == 0
+    assert header_block_end(b"From a@b Mon\nTo: y\n\nFrom: body\n") == 19
+    assert header_block_end(b"To: y\nFrom a@b Mon\n") == 6
+    assert header_block_end(b"To: y\r\n \r\n\r\nbody") == 10
+    assert header_block_end(b"To: y\n\r\n") == 6
+    assert header_block_end(b"To: y") == 5
 
 
 def test_field_names_and_values():
