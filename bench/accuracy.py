@@ -10,6 +10,13 @@ chosen on the SMS, so its row shows how the defaults carry to text they never sa
 Prints one table (accuracy, false positives, false negatives, ROC AUC, beside the
 majority-class baseline) and writes it as JSON to build/bench-accuracy/results.json.
 
+One split is one draw: on 1,814 test messages a filter's errors move by several from
+split to split.  `--seeds 0-5` runs every filter on the splits of seeds 0 to 5 in turn
+(seed 0 is the split above) and adds a table of each filter's totals over them; `make
+bench-accuracy-splits` does that without SpamAssassin's Bayes, the slowest peer.  The
+JSON holds, per corpus, a list of the splits run ("splits") and, for several, the
+totals ("summary").
+
 How each peer runs (details beside each runner below):
 
 * spamnb: `spamnb train --new` then `spamnb classify --json`, default settings; label
@@ -128,6 +135,7 @@ class Split:
     test: list[Message]
     dirs: dict[str, dict[str, Path]]  # part -> label -> folder of that part's files
     dedupe: dict[str, int]
+    seed: int = SEED
 
     def test_dirs(self) -> list[Path]:
         return [self.dirs["test"]["spam"], self.dirs["test"]["ham"]]
@@ -184,13 +192,13 @@ def place(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def make_split(fetch, corpus: str, mirror: Path | None) -> Split:
+def make_split(fetch, corpus: str, mirror: Path | None, seed: int = SEED) -> Split:
     from spamnb.scores import stratified_split
 
     root = fetch.fetch(corpus, WORK / "corpora", mirror=mirror, log=log)
     kept, counts = dedupe(list_messages(fetch, corpus, root))
     ordered = kept["spam"] + kept["ham"]
-    train_idx, test_idx = stratified_split([m.label for m in ordered], TEST_SIZE, seed=SEED)
+    train_idx, test_idx = stratified_split([m.label for m in ordered], TEST_SIZE, seed=seed)
     base = WORK / corpus
     dirs = {
         part: {label: base / part / label for label in ("spam", "ham")}
@@ -208,6 +216,7 @@ def make_split(fetch, corpus: str, mirror: Path | None) -> Split:
         [ordered[i] for i in test_idx],
         dirs,
         counts,
+        seed,
     )
     return split
 
@@ -388,7 +397,7 @@ def run_crm114(split: Split, scratch: Path, training: str) -> Outcome:
     order = list(split.train)
     # A seeded shuffle stands in for mail arriving mixed (mailtrainer's --random); with
     # thick-threshold training and microgroom the order matters.
-    random.Random(SEED).shuffle(order)
+    random.Random(split.seed).shuffle(order)
     learned = 0
     for m in order:
         path = split.materialised("train", m)
@@ -622,11 +631,11 @@ def versions(filters: Sequence[str]) -> dict[str, str]:
 
 
 def bench_corpus(
-    fetch, corpus: str, args: argparse.Namespace, mirror: Path | None
+    fetch, corpus: str, args: argparse.Namespace, mirror: Path | None, seed: int = SEED
 ) -> dict[str, Any]:
     filters, spamnb_args, crm_training = args.filters, args.spamnb_args, args.crm_training
-    log(f"{corpus}: preparing the split")
-    split = make_split(fetch, corpus, mirror)
+    log(f"{corpus}: preparing the split of seed {seed}")
+    split = make_split(fetch, corpus, mirror, seed)
     d = split.dedupe
     log(
         f"{corpus}: {d['listed']:,} files, dropped {d['dropped']} byte-identical duplicates "
@@ -660,6 +669,7 @@ def bench_corpus(
     test_spam = sum(m.label == "spam" for m in split.test)
     return {
         "title": TITLES[corpus],
+        "seed": seed,
         "train_n": len(split.train),
         "test_n": len(split.test),
         "test_ham": len(split.test) - test_spam,
@@ -669,43 +679,137 @@ def bench_corpus(
     }
 
 
+def aligned(header: list[str], rows: list[list[str]], left: Sequence[int]) -> list[str]:
+    """The rows under the header in columns, ``left`` of them left-aligned."""
+    widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
+    lines = []
+    for i, cells in enumerate([header, *rows]):
+        text = "  ".join(
+            cell.ljust(w) if j in left else cell.rjust(w)
+            for j, (cell, w) in enumerate(zip(cells, widths, strict=True))
+        )
+        lines.append("  " + text.rstrip())
+        if i == 0:
+            lines.append("  " + "-" * (sum(widths) + 2 * (len(widths) - 1)))
+    return lines
+
+
+def over_splits(splits: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each filter's totals over several splits of one corpus, and on how many of
+    them it made fewer errors than spamnb."""
+    by_filter: dict[str, dict[int, dict[str, Any]]] = {}
+    for split in splits:
+        for row in split["results"]:
+            by_filter.setdefault(row["filter"], {})[split["seed"]] = row
+    ours = {seed: row["fp"] + row["fn"] for seed, row in by_filter.get("spamnb", {}).items()}
+    summary = []
+    for name, rows in by_filter.items():
+        errors = {seed: row["fp"] + row["fn"] for seed, row in rows.items()}
+        shared = [seed for seed in rows if seed in ours]
+        summary.append(
+            {
+                "filter": name,
+                "splits": len(rows),
+                "errors": sum(errors.values()),
+                "fp": sum(row["fp"] for row in rows.values()),
+                "fn": sum(row["fn"] for row in rows.values()),
+                "mean_accuracy": sum(row["accuracy"] for row in rows.values()) / len(rows),
+                "mean_auc": sum(row["auc"] for row in rows.values()) / len(rows),
+                "errors_by_seed": {str(seed): n for seed, n in errors.items()},
+                "fewer_errors_than_spamnb": (
+                    None
+                    if name == "spamnb" or not shared
+                    else sum(errors[seed] < ours[seed] for seed in shared)
+                ),
+            }
+        )
+    return summary
+
+
 def table(report: dict[str, Any]) -> str:
     header = ["filter", "accuracy", "FP (ham→spam)", "FN (spam→ham)", "ROC AUC", "time", "notes"]
     lines = []
-    for corpus, r in report["corpora"].items():
-        lines.append(
-            f"{r['title']} ({corpus}): test {r['test_n']:,} = {r['test_ham']:,} ham + "
-            f"{r['test_spam']:,} spam; train {r['train_n']:,}; "
-            f"{r['dedupe']['dropped']} byte-identical duplicates dropped"
-        )
-        rows = [
-            [
-                row["filter"],
-                f"{row['accuracy']:.2%}",
-                f"{row['fp']} / {r['test_ham']:,}",
-                f"{row['fn']} / {r['test_spam']:,}",
-                f"{row['auc']:.4f}",
-                f"{row['seconds']:.0f} s",
-                "; ".join(row["notes"]),
-            ]
-            for row in r["results"]
-        ]
-        widths = [max(len(x) for x in col) for col in zip(header, *rows, strict=True)]
-        for i, cells in enumerate([header, *rows]):
-            text = "  ".join(
-                cell.ljust(w) if j in (0, 6) else cell.rjust(w)
-                for j, (cell, w) in enumerate(zip(cells, widths, strict=True))
-            )
-            lines.append("  " + text.rstrip())
-            if i == 0:
-                lines.append("  " + "-" * (sum(widths) + 2 * (len(widths) - 1)))
-        lines.append("")
+    for corpus, c in report["corpora"].items():
+        for r in c["splits"]:
+            lines += split_table(corpus, r, header)
+        if "summary" in c:
+            lines += summary_table(corpus, c)
+    seeds = ", ".join(str(s) for s in report["split"]["seeds"])
     lines.append(
-        "Split: spamnb.scores.stratified_split(labels, 0.3, seed=0) after dedupe. "
+        f"Split: spamnb.scores.stratified_split(labels, 0.3, seed) after dedupe, seed {seeds}. "
         "Spam cut: spamnb its label; bogofilter spamicity >= 0.5; CRM114 pR < 0; "
         "SpamAssassin Bayes >= 0.5; scikit-learn predict()."
     )
     return "\n".join(lines)
+
+
+def split_table(corpus: str, r: dict[str, Any], header: list[str]) -> list[str]:
+    lines = [
+        f"{r['title']} ({corpus}, seed {r['seed']}): test {r['test_n']:,} = "
+        f"{r['test_ham']:,} ham + {r['test_spam']:,} spam; train {r['train_n']:,}; "
+        f"{r['dedupe']['dropped']} byte-identical duplicates dropped"
+    ]
+    rows = [
+        [
+            row["filter"],
+            f"{row['accuracy']:.2%}",
+            f"{row['fp']} / {r['test_ham']:,}",
+            f"{row['fn']} / {r['test_spam']:,}",
+            f"{row['auc']:.4f}",
+            f"{row['seconds']:.0f} s",
+            "; ".join(row["notes"]),
+        ]
+        for row in r["results"]
+    ]
+    lines += aligned(header, rows, left=(0, 6))
+    lines.append("")
+    return lines
+
+
+def summary_table(corpus: str, c: dict[str, Any]) -> list[str]:
+    seeds = [r["seed"] for r in c["splits"]]
+    header = [
+        "filter",
+        "errors",
+        "FP",
+        "FN",
+        "mean accuracy",
+        "mean ROC AUC",
+        "errors by seed",
+        "splits it beat spamnb",
+    ]
+    rows = [
+        [
+            row["filter"],
+            str(row["errors"]),
+            str(row["fp"]),
+            str(row["fn"]),
+            f"{row['mean_accuracy']:.2%}",
+            f"{row['mean_auc']:.4f}",
+            " ".join(str(row["errors_by_seed"].get(str(s), "-")) for s in seeds),
+            "" if row["fewer_errors_than_spamnb"] is None else str(row["fewer_errors_than_spamnb"]),
+        ]
+        for row in c["summary"]
+    ]
+    return [
+        f"{c['splits'][0]['title']} ({corpus}): totals over the {len(seeds)} splits of seeds "
+        f"{', '.join(map(str, seeds))} (each {c['splits'][0]['test_n']:,} test messages)",
+        *aligned(header, rows, left=(0, 6)),
+        "",
+    ]
+
+
+def seed_list(text: str) -> list[int]:
+    seeds: list[int] = []
+    try:
+        for part in text.split(","):
+            first, _, last = part.strip().partition("-")
+            seeds += range(int(first), int(last or first) + 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of seeds: {text!r}") from None
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"not a list of distinct seeds >= 0: {text!r}")
+    return seeds
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -728,6 +832,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="thick",
         help="CRM114 training: thick-threshold train-on-error, as its mailtrainer does "
         "(default), or every training message once",
+    )
+    parser.add_argument(
+        "--seeds",
+        default=str(SEED),
+        type=seed_list,
+        help="the splits to run, by seed: a list and ranges such as 0-5 or 0,3,7 "
+        f"(default: {SEED}, the split the targets are measured on)",
     )
     parser.add_argument("--output", type=Path, default=WORK / "results.json")
     args = parser.parse_args(argv)
@@ -756,7 +867,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "split": {
             "test_size": TEST_SIZE,
-            "seed": SEED,
+            "seeds": args.seeds,
             "function": "spamnb.scores.stratified_split",
         },
         "spamnb_args": args.spamnb_args,
@@ -765,9 +876,13 @@ def main() -> None:
         "corpora": {},
     }
     for corpus in corpora:
-        report["corpora"][corpus] = bench_corpus(
-            fetch, corpus, args, mirror if mirror.is_dir() else None
-        )
+        splits = [
+            bench_corpus(fetch, corpus, args, mirror if mirror.is_dir() else None, seed)
+            for seed in args.seeds
+        ]
+        report["corpora"][corpus] = {"splits": splits}
+        if len(splits) > 1:
+            report["corpora"][corpus]["summary"] = over_splits(splits)
     report["seconds"] = round(time.perf_counter() - started, 1)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
