@@ -310,7 +310,8 @@ def parallel_options(command: Callable) -> Callable:
         "-j",
         "--jobs",
         type=click.IntRange(min=1),
-        help="Processes that tokenize and count in parallel [default: every core but one].",
+        help="Processes that tokenize and count in parallel [default: every core but one; "
+        "classify on Linux: every core].",
     )(func)
 
 
@@ -789,6 +790,8 @@ def classify(
     check_paths_exist(paths)
     if explain and spam_filter.positive_class() is None:
         raise fail(f"--explain needs a model with a spam class (it has {spam_filter.classes})")
+    from itertools import chain
+
     from .counts import cut_flags
     from .parallel import BATCH_SIZE, batched, counted_in_order
 
@@ -798,14 +801,18 @@ def classify(
         (item for item, _ in iter_labelled([("", p) for p in paths], mail_format, recursive)),
         BATCH_SIZE,
     )
+    counted_batches = counted_in_order(
+        batches,
+        lambda batch: [item.data for item in batch],
+        spam_filter.settings,
+        vocabulary=spam_filter.vocabulary,
+        **workers,
+    )
+    # The first batch starts the workers, which may be forked from this process: before
+    # the progress bar's thread exists (see parallel.batch_counter).
+    first = next(counted_batches, None)
     with progress_bar("Classifying", None) as advance:
-        for items, counted in counted_in_order(
-            batches,
-            lambda batch: [item.data for item in batch],
-            spam_filter.settings,
-            vocabulary=spam_filter.vocabulary,
-            **workers,
-        ):
+        for items, counted in chain([first] if first else [], counted_batches):
             X = counted.in_vocabulary(spam_filter.vocabulary, grow=False)
             explanations = None
             if explain:

@@ -4,6 +4,7 @@ process gives; merged models equal one model of all their mail."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from cli_helpers import assert_one_line_error, run
 from corpus_fixtures import sample_messages
 
+from spamnb import parallel
 from spamnb.filter import SpamFilter, message_digest
 from spamnb.parallel import batch_counter, batched
 from spamnb.store import load
@@ -150,10 +152,24 @@ def test_train_jobs_one_and_two_write_the_same_model(tmp_path, sample_maildir, m
     assert_same_model(load(tmp_path / "one.joblib"), load(tmp_path / "two.joblib"))
 
 
-def test_classify_jobs_one_and_two_print_the_same(tmp_path, sample_maildir, monkeypatch):
-    # One process counts straight into the model's vocabulary, workers over their
-    # batch's own; the verdicts, scores and explanations must not tell them apart.
+@pytest.mark.parametrize("forked", [True, False])
+def test_classify_jobs_one_and_two_print_the_same(tmp_path, sample_maildir, monkeypatch, forked):
+    # One process counts straight into the model's vocabulary, as do workers forked
+    # from it (into the copy they inherit); where fork is not offered, loky's workers
+    # count over their batch's own.  The verdicts, scores and explanations must not
+    # tell them apart.
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    assert parallel.can_fork() == sys.platform.startswith("linux")
+    if not forked:
+        monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
+    pools = []
+    real_pool = parallel._forked_pool
+
+    def counted_pool(vocabulary, jobs):
+        pools.append(jobs)
+        return real_pool(vocabulary, jobs)
+
+    monkeypatch.setattr("spamnb.parallel._forked_pool", counted_pool)
     model = tmp_path / "model.joblib"
     train_cli(model, sample_maildir)
     outputs = []
@@ -162,8 +178,37 @@ def test_classify_jobs_one_and_two_print_the_same(tmp_path, sample_maildir, monk
         assert result.exit_code == 0, result.output
         outputs.append(result.stdout)
     assert outputs[0] == outputs[1]
+    assert pools == ([2] if forked and sys.platform.startswith("linux") else [])
     rows = [json.loads(line) for line in outputs[0].splitlines()]
     assert len(rows) == 60 and all(row["explanation"]["tokens"] > 0 for row in rows)
+
+
+def test_scoring_workers_take_every_core_where_they_can_be_forked(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    assert parallel.default_jobs() == 3
+    assert parallel.default_jobs(scoring=True) == (4 if parallel.can_fork() else 3)
+    monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
+    assert parallel.default_jobs(scoring=True) == 3
+
+
+def test_forked_workers_count_into_the_model_vocabulary(sample_maildir):
+    messages, labels = sample_messages(sample_maildir)
+    spam_filter = SpamFilter()
+    spam_filter.train(messages[::2], labels[::2])
+    batches = list(batched(messages, 5))
+    settings, vocabulary = spam_filter.settings, spam_filter.vocabulary
+    with batch_counter(settings, jobs=2, vocabulary=vocabulary) as count:
+        there = list(count(batches, True))
+    with batch_counter(settings, jobs=1, vocabulary=vocabulary) as count:
+        here = list(count(batches, True))
+    assert all(b.tokens is None for b in there)
+    assert [b.digests for b in there] == [b.digests for b in here]
+    assert all((a.matrix != b.matrix).nnz == 0 for a, b in zip(there, here, strict=True))
+    assert all(
+        a.matrix.shape == (len(m), len(vocabulary)) for a, m in zip(there, batches, strict=True)
+    )
+    # The parent keeps no reference of its own to the vocabulary the workers took.
+    assert parallel._inherited_vocabulary is None
 
 
 def test_dask_backend_trains_the_same_model(tmp_path, sample_maildir, monkeypatch):
