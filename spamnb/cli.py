@@ -634,7 +634,7 @@ def learn_streaming(
     workers: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Read, count and learn the mail a batch at a time, in parallel as asked."""
-    from .parallel import BATCH_SIZE, DaskMissing, batched
+    from .parallel import BATCH_SIZE, DaskMissing, WorkerDied, batched
     from .training import learn_batches
 
     def batches() -> Iterator[tuple[list[bytes], list[str]]]:
@@ -644,7 +644,7 @@ def learn_streaming(
     try:
         with progress_bar("Learning", None) as advance:
             return learn_batches(spam_filter, batches(), on_step=advance, **workers)
-    except DaskMissing as exc:
+    except (DaskMissing, WorkerDied) as exc:
         raise fail(str(exc)) from None
     except OSError as exc:
         if workers["backend"] != "dask":
@@ -793,7 +793,7 @@ def classify(
     from itertools import chain
 
     from .counts import cut_flags
-    from .parallel import BATCH_SIZE, batched, counted_in_order
+    from .parallel import BATCH_SIZE, WorkerDied, batched, counted_in_order
 
     # Messages are read, counted and scored a batch at a time (one sparse product
     # each), so a folder of any size takes memory for a batch, not for the folder.
@@ -808,6 +808,7 @@ def classify(
         vocabulary=spam_filter.vocabulary,
         **workers,
     )
+    counted_batches = workers_reported(counted_batches, WorkerDied)
     # The first batch starts the workers, which may be forked from this process: before
     # the progress bar's thread exists (see parallel.batch_counter).
     first = next(counted_batches, None)
@@ -831,6 +832,14 @@ def classify(
             scores = spam_filter.score_matrix(X)
             print_verdicts(spam_filter, items, *scores, as_json, explanations)
             advance(len(items))
+
+
+def workers_reported(results: Iterator[Any], died: type[Exception]) -> Iterator[Any]:
+    """``results``, with a worker process's death (``died``) as a one-line error."""
+    try:
+        yield from results
+    except died as exc:
+        raise fail(str(exc)) from None
 
 
 def print_verdicts(

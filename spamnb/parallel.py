@@ -37,6 +37,7 @@ __all__ = [
     "BATCH_SIZE",
     "BatchCounts",
     "DaskMissing",
+    "WorkerDied",
     "batch_counter",
     "batched",
     "count_batch",
@@ -198,6 +199,8 @@ def batch_counter(
         yield count_here
         return
     if backend == "local" and vocabulary is not None and can_fork():
+        from concurrent.futures.process import BrokenProcessPool
+
         with _forked_pool(vocabulary, jobs) as pool:
 
             def count_forked(
@@ -206,11 +209,12 @@ def batch_counter(
                 count = partial(
                     _count_in_inherited_vocabulary, settings=settings, with_digests=digests
                 )
-                return pool.imap(count, batches)
+                return _deaths_reported(pool.map(count, batches), BrokenProcessPool)
 
             yield count_forked
         return
     from joblib import Parallel, delayed
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
 
     with _backend(backend, scheduler) as cluster_threads:
         n_jobs = cluster_threads if backend == "dask" else jobs
@@ -219,30 +223,61 @@ def batch_counter(
             def count_there(
                 batches: Sequence[Sequence[bytes]], digests: bool
             ) -> Iterator[BatchCounts]:
-                return parallel(
+                counted = parallel(
                     delayed(count_batch)(messages, settings, digests) for messages in batches
                 )
+                return _deaths_reported(counted, TerminatedWorkerError)
 
             yield count_there
 
 
 @contextmanager
 def _forked_pool(vocabulary: Vocabulary, jobs: int) -> Iterator[Any]:
-    """``jobs`` worker processes forked now, each holding ``vocabulary``."""
+    """``jobs`` worker processes forked now, each holding ``vocabulary``.
+
+    concurrent.futures rather than multiprocessing.Pool: a Pool whose worker is
+    killed (out of memory, say) waits for its batch for ever, where the executor
+    raises BrokenProcessPool.
+    """
     import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
 
     global _inherited_vocabulary
+    pool = ProcessPoolExecutor(
+        jobs, mp_context=multiprocessing.get_context("fork"), initializer=_ignore_interrupts
+    )
     _inherited_vocabulary = vocabulary
     try:
-        pool = multiprocessing.get_context("fork").Pool(jobs, initializer=_ignore_interrupts)
+        # A fork-started executor forks all its workers at its first task, and before
+        # it starts a thread of its own: that task is this one, now.
+        pool.submit(int).result()
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
     finally:
         # The workers have their copy; the parent's global must not keep a model alive.
         _inherited_vocabulary = None
     try:
         yield pool
     finally:
-        pool.terminate()
-        pool.join()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _deaths_reported(
+    results: Iterator[BatchCounts], *deaths: type[BaseException]
+) -> Iterator[BatchCounts]:
+    """``results``, with any of ``deaths`` (how a pool says a worker died) as WorkerDied."""
+    try:
+        yield from results
+    except deaths:
+        raise WorkerDied(
+            "a worker process ended before it finished its batch (killed, or out of "
+            "memory?); try again with --jobs 1"
+        ) from None
+
+
+class WorkerDied(RuntimeError):
+    """A worker process ended without returning its batch's counts."""
 
 
 @contextmanager

@@ -4,6 +4,7 @@ process gives; merged models equal one model of all their mail."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -209,6 +210,30 @@ def test_forked_workers_count_into_the_model_vocabulary(sample_maildir):
     )
     # The parent keeps no reference of its own to the vocabulary the workers took.
     assert parallel._inherited_vocabulary is None
+
+
+def die_in_the_worker(messages, settings, with_digests):
+    os._exit(3)  # as the kernel's out-of-memory killer ends a process: no goodbye
+
+
+def test_a_scoring_worker_that_dies_is_a_one_line_error(tmp_path, sample_maildir, monkeypatch):
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    model = tmp_path / "model.joblib"
+    train_cli(model, sample_maildir)
+    # Forked workers run the module's function as the parent has it when they fork.
+    monkeypatch.setattr("spamnb.parallel._count_in_inherited_vocabulary", die_in_the_worker)
+    result = run("classify", "-m", model, "--jobs", "2", sample_maildir)
+    assert_one_line_error(result, "worker process ended", "--jobs 1")
+
+
+def test_a_training_worker_that_dies_is_a_one_line_error(tmp_path, sample_maildir, monkeypatch):
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    # joblib sends loky's workers the function the parent names, this one.
+    monkeypatch.setattr("spamnb.parallel.count_batch", die_in_the_worker)
+    model = tmp_path / "model.joblib"
+    result = run("train", "--new", "-m", model, "--jobs", "2", "--spam", sample_maildir / "spam")
+    assert_one_line_error(result, "worker process ended", "--jobs 1")
+    assert not model.exists()
 
 
 def test_dask_backend_trains_the_same_model(tmp_path, sample_maildir, monkeypatch):
