@@ -386,9 +386,12 @@ def interrupts_deferred() -> Iterator[None]:
 
     The model and its scoring table are one unit to the user: an interrupt between
     the two renames would leave a new model with a stale table, which works but
-    sends every pipe run to the slow road until the next save.  Blocking SIGINT
-    rather than catching KeyboardInterrupt keeps the signal pending, so it still
-    stops the program the moment the pair is written.
+    sends every pipe run to the slow road until the next save.  A handler of its own
+    notes the interrupt and the old handler gets it when the pair is written, so it
+    still stops the program then.  Blocking the signal (pthread_sigmask) did not
+    hold it: the mask is the main thread's, and the kernel gave the signal to a
+    thread that did not block it (numpy's OpenBLAS starts one per core at import),
+    whose delivery still made Python raise KeyboardInterrupt in the main thread.
     """
     import signal
     import threading
@@ -396,11 +399,19 @@ def interrupts_deferred() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        signal.signal(signal.SIGINT, previous)
+        if caught:
+            if previous is None or previous is signal.default_int_handler:
+                raise KeyboardInterrupt
+            if previous == signal.SIG_DFL:
+                os.kill(os.getpid(), signal.SIGINT)
+            elif callable(previous):
+                previous(signal.SIGINT, None)
 
 
 def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
