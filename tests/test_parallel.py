@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -185,13 +188,14 @@ def test_classify_jobs_one_and_two_print_the_same(tmp_path, sample_maildir, monk
 
 
 def test_scoring_workers_take_every_core_where_they_can_be_forked(monkeypatch):
-    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     assert parallel.default_jobs() == 3
     assert parallel.default_jobs(scoring=True) == (4 if parallel.can_fork() else 3)
     monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
     assert parallel.default_jobs(scoring=True) == 3
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers are Linux's")
 def test_forked_workers_count_into_the_model_vocabulary(sample_maildir):
     messages, labels = sample_messages(sample_maildir)
     spam_filter = SpamFilter()
@@ -216,6 +220,7 @@ def die_in_the_worker(messages, settings, with_digests):
     os._exit(3)  # as the kernel's out-of-memory killer ends a process: no goodbye
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers are Linux's")
 def test_a_scoring_worker_that_dies_is_a_one_line_error(tmp_path, sample_maildir, monkeypatch):
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
     model = tmp_path / "model.joblib"
@@ -234,6 +239,51 @@ def test_a_training_worker_that_dies_is_a_one_line_error(tmp_path, sample_maildi
     result = run("train", "--new", "-m", model, "--jobs", "2", "--spam", sample_maildir / "spam")
     assert_one_line_error(result, "worker process ended", "--jobs 1")
     assert not model.exists()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers are Linux's")
+def test_a_worker_that_died_idle_is_reported_at_the_next_batches(sample_maildir):
+    import multiprocessing
+
+    messages, labels = sample_messages(sample_maildir)
+    spam_filter = SpamFilter()
+    spam_filter.train(messages, labels)
+    batches = list(batched(messages, 5))
+    with batch_counter(spam_filter.settings, jobs=2, vocabulary=spam_filter.vocabulary) as count:
+        assert len(list(count(batches[:2], False))) == 2
+        worker = multiprocessing.active_children()[0]
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.join(10)
+        with pytest.raises(parallel.WorkerDied, match="--jobs 1"):
+            list(count(batches[2:], False))
+
+
+ORPHAN_SCRIPT = """
+import sys, time, multiprocessing
+from spamnb.filter import SpamFilter
+from spamnb.parallel import batch_counter
+spam_filter = SpamFilter()
+spam_filter.train([b"Subject: a\\n\\nspam words", b"Subject: b\\n\\nham words"], ["spam", "ham"])
+with batch_counter(spam_filter.settings, jobs=2, vocabulary=spam_filter.vocabulary) as count:
+    print(*[w.pid for w in multiprocessing.active_children()], flush=True)
+    time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers are Linux's")
+def test_forked_workers_end_with_a_parent_killed_outright():
+    parent = subprocess.Popen([sys.executable, "-c", ORPHAN_SCRIPT], stdout=subprocess.PIPE)
+    workers = [int(pid) for pid in parent.stdout.readline().split()]
+    assert len(workers) == 2
+    parent.kill()
+    parent.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(Path(f"/proc/{pid}").exists() for pid in workers):
+        time.sleep(0.05)
+    alive = [pid for pid in workers if Path(f"/proc/{pid}").exists()]
+    for pid in alive:
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, "the workers outlived their parent"
 
 
 def test_dask_backend_trains_the_same_model(tmp_path, sample_maildir, monkeypatch):
