@@ -400,18 +400,25 @@ def interrupts_deferred() -> Iterator[None]:
         yield
         return
     caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is None:
+        # A handler installed outside Python cannot be put back by Python: leave it be.
+        yield
+        return
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        if caught:
-            if previous is None or previous is signal.default_int_handler:
-                raise KeyboardInterrupt
-            if previous == signal.SIG_DFL:
-                os.kill(os.getpid(), signal.SIGINT)
-            elif callable(previous):
-                previous(signal.SIGINT, None)
+    # Only after the block succeeded: a failed save's own error must not turn into
+    # "interrupted".
+    if caught:
+        if previous is signal.default_int_handler:
+            raise KeyboardInterrupt
+        if previous == signal.SIG_DFL:
+            os.kill(os.getpid(), signal.SIGINT)
+        elif callable(previous):
+            previous(signal.SIGINT, None)
 
 
 def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:

@@ -421,3 +421,47 @@ def test_an_interrupt_during_the_save_waits_for_the_whole_pair(
         save(spam_filter, model)
     assert len(calls) == 2, "the interrupt cut the pair"
     assert load_table(model, table_path(model), trust=False) is not None
+
+
+def test_a_save_that_fails_after_an_interrupt_reports_its_own_error(
+    tmp_path, sample_maildir, monkeypatch
+):
+    model = tmp_path / "model.joblib"
+    train_on(model, sample_maildir, "cur")
+    real_write = store._write_atomically
+    calls = []
+
+    def interrupt_then_fail(path, write, mode):
+        calls.append(path)
+        if len(calls) == 1:
+            real_write(path, write, mode)
+            os.kill(os.getpid(), signal.SIGINT)
+        else:
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store, "_write_atomically", interrupt_then_fail)
+    spam_filter = load(model)
+    spam_filter.train([b"Subject: new\n\nsomething new"], ["spam"])
+    with pytest.raises(OSError, match="No space left"):
+        save(spam_filter, model)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_save_leaves_an_ignored_interrupt_ignored(tmp_path, sample_maildir, monkeypatch):
+    model = tmp_path / "model.joblib"
+    train_on(model, sample_maildir, "cur")
+    real_write = store._write_atomically
+
+    def write_then_interrupt(path, write, mode):
+        real_write(path, write, mode)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(store, "_write_atomically", write_then_interrupt)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        spam_filter = load(model)
+        spam_filter.train([b"Subject: new\n\nsomething new"], ["spam"])
+        save(spam_filter, model)
+        assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
