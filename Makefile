@@ -49,7 +49,8 @@ bench-accuracy: $(STAMP)
 # left out (about 10 minutes).
 .PHONY: bench-accuracy-splits
 bench-accuracy-splits: $(STAMP)
-	$(BIN)/python bench/accuracy.py --seeds 0-5 --filters spamnb,bogofilter,crm114,sklearn
+	$(BIN)/python bench/accuracy.py --seeds 0-5 --filters spamnb,bogofilter,crm114,sklearn \
+		--output build/bench-accuracy/splits.json
 
 # Mutation fuzzing: damaged corpus messages through the tokenizer, the pipe filter and the
 # header readers; failing and slowest inputs land in build/fuzz/ (see docs/reliability.md).

@@ -13,9 +13,9 @@ majority-class baseline) and writes it as JSON to build/bench-accuracy/results.j
 One split is one draw: on 1,814 test messages a filter's errors move by several from
 split to split.  `--seeds 0-5` runs every filter on the splits of seeds 0 to 5 in turn
 (seed 0 is the split above) and adds a table of each filter's totals over them; `make
-bench-accuracy-splits` does that without SpamAssassin's Bayes, the slowest peer.  The
-JSON holds, per corpus, a list of the splits run ("splits") and, for several, the
-totals ("summary").
+bench-accuracy-splits` does that without SpamAssassin's Bayes, the slowest peer, and
+writes build/bench-accuracy/splits.json instead.  The JSON holds, per corpus, a list
+of the splits run ("splits") and, for several, the totals ("summary").
 
 How each peer runs (details beside each runner below):
 
@@ -800,15 +800,20 @@ def summary_table(corpus: str, c: dict[str, Any]) -> list[str]:
 
 
 def seed_list(text: str) -> list[int]:
+    """ "0-5" or "0,3,7" (or both) as the list of seeds it names, in that order."""
     seeds: list[int] = []
-    try:
-        for part in text.split(","):
-            first, _, last = part.strip().partition("-")
-            seeds += range(int(first), int(last or first) + 1)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a list of seeds: {text!r}") from None
-    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
-        raise argparse.ArgumentTypeError(f"not a list of distinct seeds >= 0: {text!r}")
+    for part in text.split(","):
+        found = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if found is None:
+            raise argparse.ArgumentTypeError(
+                f"{part.strip()!r} is not a seed or a range of seeds such as 0-5"
+            )
+        first, last = int(found[1]), int(found[2] or found[1])
+        if last < first:
+            raise argparse.ArgumentTypeError(f"the range {part.strip()!r} runs backwards")
+        seeds += range(first, last + 1)
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"{text!r} names a seed twice")
     return seeds
 
 
