@@ -279,7 +279,10 @@ class NaiveBayes:
         counts = self.doc_counts if self.by_presence else self.token_counts
         before = counts[:, columns]
         after = docs_after if self.by_presence else tokens_after
-        totals = counts @ active.astype(np.float64)
+        # The inactive columns are few (counts taken back to zero): summing all and
+        # taking those out spares a float copy of the mask the width of the vocabulary
+        # (16 MB at make bench-scale's 100,000 messages, at training's memory peak).
+        totals = counts.sum(axis=1) - counts[:, ~active].sum(axis=1)
         totals = (
             totals - before[:, active[columns]].sum(axis=1) + after[:, active_after].sum(axis=1)
         )

@@ -62,18 +62,41 @@ HEADER_SIZE = len(FILE_MAGIC) + 8 + _DIGEST_SIZE
 _SEPARATORS = ("\n", "\x00", "\x1f")
 
 
+# Strings joined and encoded this many at a time.
+_PACK_SLICE = 1 << 16
+
+
 def pack_strings(strings: list[str]) -> dict[str, Any]:
-    """Strings as one UTF-8 byte array, joined by a character none of them holds."""
+    """Strings as one UTF-8 byte array, joined by a character none of them holds.
+
+    Written a slice at a time into an array of the final size: joining all of them
+    and then encoding held the text twice (two copies of 60 MB for the 2 million
+    tokens of make bench-scale's 100,000 messages, at the peak of its training).
+    """
     for separator in _SEPARATORS:
-        joined = separator.join(strings)
-        if joined.count(separator) == max(len(strings) - 1, 0):
-            data = joined.encode("utf-8", "surrogatepass")
-            return {
-                "separator": separator,
-                "count": len(strings),
-                "utf8": np.frombuffer(data, dtype=np.uint8),
-            }
+        sizes = []
+        for start in range(0, len(strings), _PACK_SLICE):
+            piece = separator.join(strings[start : start + _PACK_SLICE])
+            if piece.count(separator) != len(strings[start : start + _PACK_SLICE]) - 1:
+                break
+            sizes.append(len(piece) if piece.isascii() else len(_encoded(piece)))
+        else:
+            # The separators between slices: one byte each, as all three are ASCII.
+            data = np.empty(sum(sizes) + max(len(sizes) - 1, 0), dtype=np.uint8)
+            at = 0
+            for number, start in enumerate(range(0, len(strings), _PACK_SLICE)):
+                if number:
+                    data[at] = ord(separator)
+                    at += 1
+                piece = _encoded(separator.join(strings[start : start + _PACK_SLICE]))
+                data[at : at + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
+                at += len(piece)
+            return {"separator": separator, "count": len(strings), "utf8": data}
     return {"strings": list(strings)}
+
+
+def _encoded(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")
 
 
 def unpack_strings(packed: object, what: str) -> list[str]:

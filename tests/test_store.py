@@ -233,6 +233,28 @@ def test_packed_strings_survive_any_text():
         assert unpack_strings(pack_strings(strings), "test") == strings
 
 
+@pytest.mark.parametrize("slice_size", [1, 2, 3, 1 << 16])
+def test_strings_packed_in_slices_are_the_bytes_of_the_whole_join(monkeypatch, slice_size):
+    import random
+
+    from spamnb.store import pack_strings, unpack_strings
+
+    monkeypatch.setattr("spamnb.store._PACK_SLICE", slice_size)
+    rng = random.Random(slice_size)
+    alphabet = ["a", "é", "\n", "\x00", "\x1f", "\ud800", "\U0001f600"]
+    for _ in range(500):
+        strings = [
+            "".join(rng.choices(alphabet, k=rng.randint(0, 4))) for _ in range(rng.randint(0, 9))
+        ]
+        packed = pack_strings(strings)
+        assert unpack_strings(packed, "test") == strings
+        if "utf8" in packed:
+            whole = packed["separator"].join(strings).encode("utf-8", "surrogatepass")
+            assert packed["utf8"].tobytes() == whole
+        else:
+            assert all(any(sep in s for s in strings) for sep in ("\n", "\x00", "\x1f"))
+
+
 def test_repeated_tokens_are_refused(tmp_path, trained):
     from spamnb.store import pack_strings
 
