@@ -400,23 +400,32 @@ def test_ctrl_c_stops_cleanly_with_status_130(tmp_path, much_more_mail, sample_m
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
-def test_an_interrupt_during_the_save_waits_for_the_whole_pair(
-    tmp_path, sample_maildir, monkeypatch
-):
+def one_more_to_save(tmp_path, sample_maildir, monkeypatch, writer):
+    """A model of the sample with one message more learnt, to be saved, its files
+    written through ``writer(real_write, path, write, mode)``."""
     model = tmp_path / "model.joblib"
     train_on(model, sample_maildir, "cur")
     real_write = store._write_atomically
+    monkeypatch.setattr(store, "_write_atomically", lambda *args: writer(real_write, *args))
+    spam_filter = load(model)
+    spam_filter.train([b"Subject: new\n\nsomething new"], ["spam"])
+    return model, spam_filter
+
+
+def test_an_interrupt_during_the_save_waits_for_the_whole_pair(
+    tmp_path, sample_maildir, monkeypatch
+):
     calls = []
 
-    def write_then_interrupt(path, write, mode):
+    def write_then_interrupt(real_write, path, write, mode):
         real_write(path, write, mode)
         calls.append(path)
         if len(calls) == 1:
             os.kill(os.getpid(), signal.SIGINT)  # between the model and its table
 
-    monkeypatch.setattr(store, "_write_atomically", write_then_interrupt)
-    spam_filter = load(model)
-    spam_filter.train([b"Subject: new\n\nsomething new"], ["spam"])
+    model, spam_filter = one_more_to_save(
+        tmp_path, sample_maildir, monkeypatch, write_then_interrupt
+    )
     with pytest.raises(KeyboardInterrupt):
         save(spam_filter, model)
     assert len(calls) == 2, "the interrupt cut the pair"
@@ -426,41 +435,33 @@ def test_an_interrupt_during_the_save_waits_for_the_whole_pair(
 def test_a_save_that_fails_after_an_interrupt_reports_its_own_error(
     tmp_path, sample_maildir, monkeypatch
 ):
-    model = tmp_path / "model.joblib"
-    train_on(model, sample_maildir, "cur")
-    real_write = store._write_atomically
     calls = []
 
-    def interrupt_then_fail(path, write, mode):
+    def interrupt_then_fail(real_write, path, write, mode):
         calls.append(path)
-        if len(calls) == 1:
-            real_write(path, write, mode)
-            os.kill(os.getpid(), signal.SIGINT)
-        else:
+        if len(calls) > 1:
             raise OSError(28, "No space left on device")
+        real_write(path, write, mode)
+        os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(store, "_write_atomically", interrupt_then_fail)
-    spam_filter = load(model)
-    spam_filter.train([b"Subject: new\n\nsomething new"], ["spam"])
+    model, spam_filter = one_more_to_save(
+        tmp_path, sample_maildir, monkeypatch, interrupt_then_fail
+    )
     with pytest.raises(OSError, match="No space left"):
         save(spam_filter, model)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_save_leaves_an_ignored_interrupt_ignored(tmp_path, sample_maildir, monkeypatch):
-    model = tmp_path / "model.joblib"
-    train_on(model, sample_maildir, "cur")
-    real_write = store._write_atomically
-
-    def write_then_interrupt(path, write, mode):
+    def write_then_interrupt(real_write, path, write, mode):
         real_write(path, write, mode)
         os.kill(os.getpid(), signal.SIGINT)
 
-    monkeypatch.setattr(store, "_write_atomically", write_then_interrupt)
+    model, spam_filter = one_more_to_save(
+        tmp_path, sample_maildir, monkeypatch, write_then_interrupt
+    )
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        spam_filter = load(model)
-        spam_filter.train([b"Subject: new\n\nsomething new"], ["spam"])
         save(spam_filter, model)
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     finally:
