@@ -793,7 +793,7 @@ def classify(
     from itertools import chain
 
     from .counts import cut_flags
-    from .parallel import BATCH_SIZE, WorkerDied, batched, counted_in_order
+    from .parallel import BATCH_SIZE, batched, counted_in_order
 
     # Messages are read, counted and scored a batch at a time (one sparse product
     # each), so a folder of any size takes memory for a batch, not for the folder.
@@ -808,7 +808,7 @@ def classify(
         vocabulary=spam_filter.vocabulary,
         **workers,
     )
-    counted_batches = workers_reported(counted_batches, WorkerDied)
+    counted_batches = workers_reported(counted_batches)
     # The first batch starts the workers, which may be forked from this process: before
     # the progress bar's thread exists (see parallel.batch_counter).
     first = next(counted_batches, None)
@@ -834,11 +834,13 @@ def classify(
             advance(len(items))
 
 
-def workers_reported(results: Iterator[Any], died: type[Exception]) -> Iterator[Any]:
-    """``results``, with a worker process's death (``died``) as a one-line error."""
+def workers_reported(results: Iterator[Any]) -> Iterator[Any]:
+    """``results``, with a worker process's death as a one-line error."""
+    from .parallel import WorkerDied
+
     try:
         yield from results
-    except died as exc:
+    except WorkerDied as exc:
         raise fail(str(exc)) from None
 
 

@@ -125,14 +125,12 @@ def default_jobs(*, scoring: bool = False) -> int:
     speed).  Scoring's forked workers share the model the parent loaded and leave it
     only a sparse product per batch: 974 messages a second against 697.
     """
-    import os
-
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
     if scoring and can_fork():
-        return max(cores, 1)
+        return cores
     return max(cores - 1, 1)
 
 
@@ -268,11 +266,10 @@ def _forked_pool(vocabulary: Vocabulary, jobs: int) -> Iterator[Any]:
         # A fork-started executor forks all its workers at its first task, and before
         # it starts a thread of its own: that task is this one, now.
         pool.submit(int).result()
-    except BrokenProcessPool:
+    except BaseException as exc:
         pool.shutdown(wait=False, cancel_futures=True)
-        raise WorkerDied(WORKER_DIED) from None
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
+        if isinstance(exc, BrokenProcessPool):
+            raise WorkerDied(WORKER_DIED) from None
         raise
     finally:
         # The workers have their copy; the parent's global must not keep a model alive.

@@ -75,24 +75,30 @@ def pack_strings(strings: list[str]) -> dict[str, Any]:
     """
     for separator in _SEPARATORS:
         sizes = []
-        for start in range(0, len(strings), _PACK_SLICE):
-            piece = separator.join(strings[start : start + _PACK_SLICE])
-            if piece.count(separator) != len(strings[start : start + _PACK_SLICE]) - 1:
+        for count, piece in _joined_slices(strings, separator):
+            if piece.count(separator) != count - 1:
                 break
             sizes.append(len(piece) if piece.isascii() else len(_encoded(piece)))
         else:
             # The separators between slices: one byte each, as all three are ASCII.
             data = np.empty(sum(sizes) + max(len(sizes) - 1, 0), dtype=np.uint8)
             at = 0
-            for number, start in enumerate(range(0, len(strings), _PACK_SLICE)):
+            for number, (_count, piece) in enumerate(_joined_slices(strings, separator)):
                 if number:
                     data[at] = ord(separator)
                     at += 1
-                piece = _encoded(separator.join(strings[start : start + _PACK_SLICE]))
-                data[at : at + len(piece)] = np.frombuffer(piece, dtype=np.uint8)
-                at += len(piece)
+                encoded = _encoded(piece)
+                data[at : at + len(encoded)] = np.frombuffer(encoded, dtype=np.uint8)
+                at += len(encoded)
             return {"separator": separator, "count": len(strings), "utf8": data}
     return {"strings": list(strings)}
+
+
+def _joined_slices(strings: list[str], separator: str) -> Iterator[tuple[int, str]]:
+    """Each slice of ``_PACK_SLICE`` strings: how many, and joined by ``separator``."""
+    for start in range(0, len(strings), _PACK_SLICE):
+        piece = strings[start : start + _PACK_SLICE]
+        yield len(piece), separator.join(piece)
 
 
 def _encoded(text: str) -> bytes:
@@ -436,11 +442,9 @@ def interrupts_deferred() -> Iterator[None]:
     # Only after the block succeeded: a failed save's own error must not turn into
     # "interrupted".
     if caught:
-        if previous is signal.default_int_handler:
-            raise KeyboardInterrupt
         if previous == signal.SIG_DFL:
             os.kill(os.getpid(), signal.SIGINT)
-        elif callable(previous):
+        elif callable(previous):  # default_int_handler raises KeyboardInterrupt
             previous(signal.SIGINT, None)
 
 
