@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .counts import presence, used_columns
+from .scores import log_odds_against_rest, log_posteriors, log_sum_exp
 
 __all__ = ["EVENT_MODELS", "NaiveBayes", "log_sum_exp"]
 
@@ -32,20 +33,6 @@ __all__ = ["EVENT_MODELS", "NaiveBayes", "log_sum_exp"]
 EVENT_MODELS = ("multinomial", "boolean", "bernoulli")
 # How tokens are ranked when the vocabulary is cut to ``max_features``.
 FEATURE_SELECTIONS = ("ig", "df")
-
-
-def log_sum_exp(values: np.ndarray, axis: int = 1, keepdims: bool = False) -> np.ndarray:
-    """log(sum(exp(values))) along ``axis`` without underflow: the largest value is
-    taken out first.  A slice of -inf gives -inf.
-
-    Written here rather than taken from scipy.special, whose import cost every
-    command a tenth of a second.
-    """
-    top = np.max(values, axis=axis, keepdims=True, initial=-np.inf)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        summed = np.log(np.sum(np.exp(values - top), axis=axis, keepdims=True)) + top
-    return summed if keepdims else np.squeeze(summed, axis=axis)
 
 
 class NaiveBayes:
@@ -336,13 +323,8 @@ class NaiveBayes:
 
     @staticmethod
     def normalise(jll: np.ndarray) -> np.ndarray:
-        """Log posteriors from joint log-likelihoods (log-sum-exp, so nothing underflows).
-
-        A row where every class is impossible (-inf, possible only unsmoothed) has no
-        posterior; it comes back as NaN rather than as a made-up certainty.
-        """
-        with np.errstate(invalid="ignore"):
-            return jll - log_sum_exp(jll, axis=1, keepdims=True)
+        """Log posteriors from joint log-likelihoods (see scores.log_posteriors)."""
+        return log_posteriors(jll)
 
     def predict_log_proba(self, X: sp.spmatrix) -> np.ndarray:
         return self.normalise(self.joint_log_likelihood(X))
@@ -355,15 +337,8 @@ class NaiveBayes:
         return [self.classes[i] for i in best]
 
     def log_odds_from_jll(self, jll: np.ndarray, positive: str) -> np.ndarray:
-        """log P(positive|x) - log P(not positive|x), which does not saturate like P does.
-
-        Long messages push Naive Bayes posteriors to exactly 0 or 1 in floating point,
-        which ties them for ranking; the log-odds keep their order (for ROC AUC).
-        """
-        column = self.classes.index(positive)
-        others = np.delete(jll, column, axis=1)
-        with np.errstate(invalid="ignore"):
-            return jll[:, column] - log_sum_exp(others, axis=1)
+        """log P(positive|x) - log P(not positive|x) (see scores.log_odds_against_rest)."""
+        return log_odds_against_rest(jll, self.classes.index(positive))
 
     def log_odds(self, X: sp.spmatrix, positive: str) -> np.ndarray:
         return self.log_odds_from_jll(self.joint_log_likelihood(X), positive)

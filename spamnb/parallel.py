@@ -9,10 +9,11 @@ one process: the same vocabulary in the same order, the same counts.
 Memory stays bounded: only a few batches are read ahead (joblib's ``pre_dispatch``),
 so it grows with the vocabulary, not with the number of messages.
 
-Workers run ``count_batch`` only: a module-level function of bytes and tokenizer
-settings, so it pickles to another process or another machine.  Scoring is the
-exception: its workers count straight into the model's vocabulary, which they get by
-being forked from the process that loaded it (see :func:`batch_counter`).
+Workers run ``count_batch`` (or, to score through a model's table, ``score_batch``):
+module-level functions of bytes and tokenizer settings, so they pickle to another
+process or another machine.  Scoring is the exception: its workers count straight
+into the model's vocabulary, or score through its table, which they get by being
+forked from the process that loaded it (see :func:`batch_counter`).
 """
 
 from __future__ import annotations
@@ -25,13 +26,19 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from itertools import chain, islice
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import scipy.sparse as sp
 
-from .counts import Vocabulary, count_matrix, local_counts, to_vocabulary
 from .tokens import TokenizerSettings, tokenize
+
+if TYPE_CHECKING:
+    # Not imported to run: scoring through the model's table never needs scipy, and
+    # its import was a tenth of classify's start-up.
+    import scipy.sparse as sp
+
+    from .counts import Vocabulary
+    from .table import HashedBatch, TableScorer
 
 __all__ = [
     "BACKENDS",
@@ -44,6 +51,7 @@ __all__ = [
     "count_batch",
     "counted_in_order",
     "default_jobs",
+    "score_batch",
 ]
 
 # Big enough that shipping a batch to a worker costs little beside tokenizing it,
@@ -65,15 +73,32 @@ class BatchCounts:
     """
 
     tokens: list[str] | None
-    matrix: sp.csr_matrix
+    matrix: sp.csr_matrix | None
     digests: list[str] | None
     lengths: np.ndarray
+    # A batch scored through a model's table (see score_batch) has no matrix: it has
+    # its scores, or, from a worker without the table, its tokens as hashes.
+    hashed: HashedBatch | None = None
+    scores: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def in_vocabulary(self, vocabulary: Vocabulary, *, grow: bool) -> sp.csr_matrix:
         """The counts with the columns of ``vocabulary`` (see :func:`to_vocabulary`)."""
+        from .counts import to_vocabulary
+
+        if self.matrix is None:
+            raise ValueError("a batch scored through a table has no counts")
         if self.tokens is None:
             return self.matrix
         return to_vocabulary(self.tokens, self.matrix, vocabulary, grow=grow)
+
+    def scored_by(self, scorer: TableScorer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Probabilities, spam log-odds and evidence lengths of a batch from
+        :func:`score_batch` (see ``TableScorer.score_hashed``)."""
+        if self.scores is not None:
+            return self.scores
+        if self.hashed is None:
+            raise ValueError("a batch of counts is scored by the model, not its table")
+        return scorer.score_hashed(self.hashed)
 
 
 def count_batch(
@@ -93,18 +118,41 @@ def count_batch(
     vocabulary first (which stays in the processor's cache) and then adding its
     distinct tokens to the model's was no slower.
     """
+    from .counts import count_matrix, local_counts
+
     token_lists = [tokenize(data, settings) for data in messages]
     lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
     if vocabulary is None:
         tokens, matrix = local_counts(token_lists)
     else:
         tokens, matrix = None, count_matrix(token_lists, vocabulary, grow=False)
-    digests = None
-    if with_digests:
-        from .filter import message_digest
+    return BatchCounts(tokens, matrix, _digests(messages, with_digests), lengths)
 
-        digests = [message_digest(data) for data in messages]
-    return BatchCounts(tokens, matrix, digests, lengths)
+
+def _digests(messages: Sequence[bytes], wanted: bool) -> list[str] | None:
+    if not wanted:
+        return None
+    from .filter import message_digest
+
+    return [message_digest(data) for data in messages]
+
+
+def score_batch(
+    messages: Sequence[bytes],
+    settings: TokenizerSettings,
+    with_digests: bool,
+    scorer: TableScorer | None = None,
+) -> BatchCounts:
+    """Tokenize a batch of raw messages for scoring through a model's table: scored
+    by ``scorer`` when this process has it, else their tokens hashed for the process
+    that has (see :meth:`BatchCounts.scored_by`)."""
+    from .table import hash_batch
+
+    hashed = hash_batch([tokenize(data, settings) for data in messages])
+    digests = _digests(messages, with_digests)
+    if scorer is None:
+        return BatchCounts(None, None, digests, hashed.lengths, hashed=hashed)
+    return BatchCounts(None, None, digests, hashed.lengths, scores=scorer.score_hashed(hashed))
 
 
 def batched(items: Iterable[Item], size: int = BATCH_SIZE) -> Iterator[list[Item]]:
@@ -142,11 +190,12 @@ def can_fork() -> bool:
     return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
-# The vocabulary forked scoring workers count into.  Set in the parent just before the
-# workers are forked, so each has it as the parent had it, without pickling: sending a
-# 500,000-token vocabulary to each worker, or mapping a batch vocabulary onto it in the
-# parent, cost more than counting in one process did.
-_inherited_vocabulary: Vocabulary | None = None
+# What forked scoring workers run on each batch: counting into the model's vocabulary,
+# or scoring through its table.  Set in the parent just before the workers are forked,
+# so each has it as the parent had it, without pickling: sending a 500,000-token
+# vocabulary to each worker, or mapping a batch vocabulary onto it in the parent, cost
+# more than counting in one process did.
+_inherited_work: Callable[[Sequence[bytes], bool], BatchCounts] | None = None
 
 
 def _start_forked_worker(parent: int) -> None:
@@ -165,10 +214,9 @@ def _start_forked_worker(parent: int) -> None:
         os._exit(1)
 
 
-def _count_in_inherited_vocabulary(
-    messages: Sequence[bytes], settings: TokenizerSettings, with_digests: bool
-) -> BatchCounts:
-    return count_batch(messages, settings, with_digests, _inherited_vocabulary)
+def _run_inherited_work(messages: Sequence[bytes], with_digests: bool) -> BatchCounts:
+    assert _inherited_work is not None, "run only in a worker forked by _forked_pool"
+    return _inherited_work(messages, with_digests)
 
 
 Counter = Callable[[Sequence[Sequence[bytes]], bool], Iterator[BatchCounts]]
@@ -182,49 +230,61 @@ def batch_counter(
     backend: str = "local",
     scheduler: str | None = None,
     vocabulary: Vocabulary | None = None,
+    scorer: TableScorer | None = None,
 ) -> Iterator[Counter]:
     """A function that counts a list of batches, yielding them in the given order.
 
     ``jobs`` 1 counts in this process, over ``vocabulary`` when one is given (see
-    :func:`count_batch`).  More run ``count_batch`` in that many worker processes:
-    given a ``vocabulary`` (scoring) where processes can be forked, workers forked
-    here and now count over it, so enter this before starting any thread (a progress
-    bar): a process forked while another thread holds a lock can hang.  Otherwise
-    they count over each batch's own vocabulary (joblib's loky backend, its pool kept
-    for every call).  ``backend`` "dask" runs it on the Dask cluster whose scheduler
-    is at ``scheduler`` (an address such as tcp://HOST:8786), on every thread the
-    cluster has.  The caller reads the mail itself, a list of batches at a time, so
-    that a bad path fails in the caller, not in a worker thread.
+    :func:`count_batch`), or scores through ``scorer`` (see :func:`score_batch`).
+    More run in that many worker processes: given a ``vocabulary`` or a ``scorer``
+    where processes can be forked, workers forked here and now count or score with
+    it, so enter this before starting any thread (a progress bar): a process forked
+    while another thread holds a lock can hang.  Otherwise they count over each
+    batch's own vocabulary, or hash each batch's tokens for this process's scorer
+    (joblib's loky backend, its pool kept for every call).  ``backend`` "dask" runs
+    it on the Dask cluster whose scheduler is at ``scheduler`` (an address such as
+    tcp://HOST:8786), on every thread the cluster has.  The caller reads the mail
+    itself, a list of batches at a time, so that a bad path fails in the caller,
+    not in a worker thread.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; use one of {BACKENDS}")
     if jobs < 1:
         raise ValueError(f"jobs must be 1 or more, not {jobs}")
+    if vocabulary is not None and scorer is not None:
+        raise ValueError("count into a vocabulary or score through a table, not both")
+
+    def work_here(messages: Sequence[bytes], digests: bool) -> BatchCounts:
+        if scorer is not None:
+            return score_batch(messages, settings, digests, scorer)
+        return count_batch(messages, settings, digests, vocabulary)
+
     if backend == "local" and jobs == 1:
 
         def count_here(batches: Sequence[Sequence[bytes]], digests: bool) -> Iterator[BatchCounts]:
-            return (count_batch(messages, settings, digests, vocabulary) for messages in batches)
+            return (work_here(messages, digests) for messages in batches)
 
         yield count_here
         return
-    if backend == "local" and vocabulary is not None and can_fork():
+    if backend == "local" and (vocabulary is not None or scorer is not None) and can_fork():
         from concurrent.futures.process import BrokenProcessPool
 
-        with _forked_pool(vocabulary, jobs) as pool:
+        with _forked_pool(work_here, jobs) as pool:
 
             def count_forked(
                 batches: Sequence[Sequence[bytes]], digests: bool
             ) -> Iterator[BatchCounts]:
-                count = partial(
-                    _count_in_inherited_vocabulary, settings=settings, with_digests=digests
-                )
-                return _deaths_reported(lambda: pool.map(count, batches), BrokenProcessPool)
+                run = partial(_run_inherited_work, with_digests=digests)
+                return _deaths_reported(lambda: pool.map(run, batches), BrokenProcessPool)
 
             yield count_forked
         return
     from joblib import Parallel, delayed
     from joblib.externals.loky.process_executor import TerminatedWorkerError
 
+    # Workers elsewhere get the batch alone: they count it over its own vocabulary, or
+    # hash its tokens for this process to score.
+    remote = score_batch if scorer is not None else count_batch
     with _backend(backend, scheduler) as cluster_threads:
         n_jobs = cluster_threads if backend == "dask" else jobs
         with Parallel(n_jobs=n_jobs, return_as="generator") as parallel:
@@ -234,7 +294,7 @@ def batch_counter(
             ) -> Iterator[BatchCounts]:
                 return _deaths_reported(
                     lambda: parallel(
-                        delayed(count_batch)(messages, settings, digests) for messages in batches
+                        delayed(remote)(messages, settings, digests) for messages in batches
                     ),
                     TerminatedWorkerError,
                 )
@@ -243,8 +303,9 @@ def batch_counter(
 
 
 @contextmanager
-def _forked_pool(vocabulary: Vocabulary, jobs: int) -> Iterator[Any]:
-    """``jobs`` worker processes forked now, each holding ``vocabulary``.
+def _forked_pool(work: Callable[[Sequence[bytes], bool], BatchCounts], jobs: int) -> Iterator[Any]:
+    """``jobs`` worker processes forked now, each running ``work`` on the batches it
+    is given, with everything ``work`` holds (a model's vocabulary or table).
 
     concurrent.futures rather than multiprocessing.Pool: a Pool whose worker is
     killed (out of memory, say) waits for its batch for ever, where the executor
@@ -254,14 +315,14 @@ def _forked_pool(vocabulary: Vocabulary, jobs: int) -> Iterator[Any]:
     from concurrent.futures import ProcessPoolExecutor
     from concurrent.futures.process import BrokenProcessPool
 
-    global _inherited_vocabulary
+    global _inherited_work
     pool = ProcessPoolExecutor(
         jobs,
         mp_context=multiprocessing.get_context("fork"),
         initializer=_start_forked_worker,
         initargs=(os.getpid(),),
     )
-    _inherited_vocabulary = vocabulary
+    _inherited_work = work
     try:
         # A fork-started executor forks all its workers at its first task, and before
         # it starts a thread of its own: that task is this one, now.
@@ -273,7 +334,7 @@ def _forked_pool(vocabulary: Vocabulary, jobs: int) -> Iterator[Any]:
         raise
     finally:
         # The workers have their copy; the parent's global must not keep a model alive.
-        _inherited_vocabulary = None
+        _inherited_work = None
     try:
         yield pool
     finally:
@@ -339,10 +400,12 @@ def counted_in_order(
     scheduler: str | None = None,
     with_digests: bool = False,
     vocabulary: Vocabulary | None = None,
+    scorer: TableScorer | None = None,
 ) -> Iterator[tuple[Batch, BatchCounts]]:
     """Each batch with its counts, in order, counted as :func:`batch_counter` counts
     (``jobs`` None: :func:`default_jobs`); take each batch's matrix in ``vocabulary``
-    with :meth:`BatchCounts.in_vocabulary`.
+    with :meth:`BatchCounts.in_vocabulary`, or, given a ``scorer``, its scores with
+    :meth:`BatchCounts.scored_by`.
 
     The batches are read here, a few per worker at a time, so that reading the mail
     (and its errors) stays in this thread and at most that many batches are held.
@@ -350,7 +413,7 @@ def counted_in_order(
     more than they save.
     """
     if jobs is None:
-        jobs = default_jobs(scoring=vocabulary is not None)
+        jobs = default_jobs(scoring=vocabulary is not None or scorer is not None)
     window = 1 if jobs == 1 and backend == "local" else 4 * max(jobs, 2)
     groups = batched(batches, window)
     first = next(groups, [])
@@ -362,6 +425,7 @@ def counted_in_order(
         backend=backend,
         scheduler=scheduler,
         vocabulary=vocabulary,
+        scorer=scorer,
     ) as count:
         for group in chain([first] if first else [], groups):
             counted = count([messages_of(batch) for batch in group], with_digests)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from cli_helpers import assert_one_line_error, run
@@ -176,3 +179,114 @@ def test_a_model_keeps_its_tokenizer_limits(limited_model, sample_maildir):
         "train", "-m", limited_model, "--max-tokens", "100", "--spam", sample_maildir / "spam"
     )
     assert_one_line_error(result, "--max-tokens 60", "train --new")
+
+
+# --- through the model's scoring table ------------------------------------------------
+
+
+def model_loads(monkeypatch) -> list[Path]:
+    """The paths store.load is asked for from now on."""
+    import spamnb.store
+
+    loads = []
+    real_load = spamnb.store.load
+
+    def counted_load(path, *args, **kwargs):
+        loads.append(Path(path))
+        return real_load(path, *args, **kwargs)
+
+    monkeypatch.setattr(spamnb.store, "load", counted_load)
+    return loads
+
+
+def test_a_few_messages_are_scored_through_the_table_as_by_the_model(
+    model, tmp_path, sample_maildir, monkeypatch
+):
+    loads = model_loads(monkeypatch)
+    through_table = [run("classify", "-m", model, *fmt, sample_maildir) for fmt in ([], ["--json"])]
+    assert loads == []
+    # The same model without its table (a copy has another inode: the table beside it
+    # would be another model's) is loaded whole.
+    copy = tmp_path / "copy.joblib"
+    copy.write_bytes(model.read_bytes())
+    copy.chmod(0o600)
+    through_model = [run("classify", "-m", copy, *fmt, sample_maildir) for fmt in ([], ["--json"])]
+    assert loads == [copy, copy]
+    for result in through_table + through_model:
+        assert result.exit_code == 0, result.output
+        assert result.stderr == ""
+    # The labels and the probabilities as printed are the same; the floats of --json
+    # differ in their last digits, summed in another order.
+    assert through_table[0].stdout == through_model[0].stdout
+    assert len(through_table[0].stdout.splitlines()) == 60
+    for table_line, model_line in zip(
+        through_table[1].stdout.splitlines(), through_model[1].stdout.splitlines(), strict=True
+    ):
+        got, expected = json.loads(table_line), json.loads(model_line)
+        assert got.keys() == expected.keys()
+        for key, value in expected.items():
+            if isinstance(value, float):
+                assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+            elif key == "probabilities":
+                assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12)
+            else:
+                assert got[key] == value, key
+
+
+def test_more_messages_than_the_limit_are_scored_by_the_model(model, sample_maildir, monkeypatch):
+    monkeypatch.setattr("spamnb.cli.TABLE_SCORING_LIMIT", 59)
+    loads = model_loads(monkeypatch)
+    above = run("classify", "-m", model, sample_maildir)
+    assert loads == [model]
+    monkeypatch.setattr("spamnb.cli.TABLE_SCORING_LIMIT", 60)
+    at = run("classify", "-m", model, sample_maildir)
+    assert loads == [model]
+    assert above.exit_code == at.exit_code == 0
+    assert above.stdout == at.stdout and len(at.stdout.splitlines()) == 60
+
+
+@pytest.mark.parametrize("options", [["--explain"], ["--alpha", "0.5"], ["--mistake-weight", "0"]])
+def test_explanations_and_other_scoring_settings_load_the_model(
+    model, sample_maildir, monkeypatch, options
+):
+    loads = model_loads(monkeypatch)
+    result = run("classify", "-m", model, *options, sample_maildir / "ham")
+    assert result.exit_code == 0, result.output
+    assert loads == [model]
+
+
+def test_a_damaged_table_is_said_and_the_model_scores(tmp_path, sample_maildir, monkeypatch):
+    from spamnb.paths import table_path
+
+    path = tmp_path / "model.joblib"
+    run("train", "-m", path, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    fresh = run("classify", "-m", path, sample_maildir)
+    table = Path(table_path(path))
+    data = bytearray(table.read_bytes())
+    data[len(data) // 2] ^= 0x01  # a byte of some block's hashes or weights
+    table.write_bytes(bytes(data))
+    loads = model_loads(monkeypatch)
+    result = run("classify", "-m", path, sample_maildir)
+    assert result.exit_code == 0, result.output
+    assert loads == [path]
+    assert result.stdout == fresh.stdout
+    assert result.stderr.count("\n") == 1
+    assert "scoring table" in result.stderr and "damaged" in result.stderr
+
+
+def test_scoring_through_the_table_imports_neither_scipy_nor_joblib(model, sample_maildir):
+    probe = (
+        "import sys\n"
+        "from spamnb.entry import main\n"
+        "try:\n    main()\n"
+        "except SystemExit as exit:\n"
+        "    heavy = sorted(m for m in ('scipy', 'joblib') if m in sys.modules)\n"
+        "    sys.stderr.write(f'heavy={heavy} status={exit.code}\\n')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, "classify", "-m", str(model), str(sample_maildir / "ham")],
+        capture_output=True,
+        check=False,
+    )
+    assert "heavy=[] status=0" in done.stderr.decode(), done.stderr.decode()
+    assert len(done.stdout.splitlines()) == len(list(sample_maildir.glob("ham/[cn]*/*")))

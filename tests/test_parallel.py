@@ -156,11 +156,16 @@ def test_train_jobs_one_and_two_write_the_same_model(tmp_path, sample_maildir, m
     assert_same_model(load(tmp_path / "one.joblib"), load(tmp_path / "two.joblib"))
 
 
+@pytest.mark.parametrize("explain", [True, False], ids=["model", "table"])
 @pytest.mark.parametrize("forked", [True, False])
-def test_classify_jobs_one_and_two_print_the_same(tmp_path, sample_maildir, monkeypatch, forked):
+def test_classify_jobs_one_and_two_print_the_same(
+    tmp_path, sample_maildir, monkeypatch, forked, explain
+):
     # One process counts straight into the model's vocabulary, as do workers forked
     # from it (into the copy they inherit); where fork is not offered, loky's workers
-    # count over their batch's own.  The verdicts, scores and explanations must not
+    # count over their batch's own.  Without --explain, the 60 messages are scored
+    # through the model's table instead: by the workers forked with it, or here from
+    # the hashes loky's workers send.  The verdicts, scores and explanations must not
     # tell them apart.
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
     assert parallel.can_fork() == sys.platform.startswith("linux")
@@ -169,22 +174,25 @@ def test_classify_jobs_one_and_two_print_the_same(tmp_path, sample_maildir, monk
     pools = []
     real_pool = parallel._forked_pool
 
-    def counted_pool(vocabulary, jobs):
+    def counted_pool(work, jobs):
         pools.append(jobs)
-        return real_pool(vocabulary, jobs)
+        return real_pool(work, jobs)
 
     monkeypatch.setattr("spamnb.parallel._forked_pool", counted_pool)
     model = tmp_path / "model.joblib"
     train_cli(model, sample_maildir)
     outputs = []
+    explaining = ["--explain"] if explain else []
     for jobs in ("1", "2"):
-        result = run("classify", "-m", model, "--json", "--explain", "--jobs", jobs, sample_maildir)
+        result = run("classify", "-m", model, "--json", *explaining, "--jobs", jobs, sample_maildir)
         assert result.exit_code == 0, result.output
         outputs.append(result.stdout)
     assert outputs[0] == outputs[1]
     assert pools == ([2] if forked and sys.platform.startswith("linux") else [])
     rows = [json.loads(line) for line in outputs[0].splitlines()]
-    assert len(rows) == 60 and all(row["explanation"]["tokens"] > 0 for row in rows)
+    assert len(rows) == 60
+    if explain:
+        assert all(row["explanation"]["tokens"] > 0 for row in rows)
 
 
 def test_scoring_workers_take_every_core_where_they_can_be_forked(monkeypatch):
@@ -213,10 +221,10 @@ def test_forked_workers_count_into_the_model_vocabulary(sample_maildir):
         a.matrix.shape == (len(m), len(vocabulary)) for a, m in zip(there, batches, strict=True)
     )
     # The parent keeps no reference of its own to the vocabulary the workers took.
-    assert parallel._inherited_vocabulary is None
+    assert parallel._inherited_work is None
 
 
-def die_in_the_worker(messages, settings, with_digests):
+def die_in_the_worker(messages, *args, **kwargs):
     os._exit(3)  # as the kernel's out-of-memory killer ends a process: no goodbye
 
 
@@ -226,9 +234,10 @@ def test_a_scoring_worker_that_dies_is_a_one_line_error(tmp_path, sample_maildir
     model = tmp_path / "model.joblib"
     train_cli(model, sample_maildir)
     # Forked workers run the module's function as the parent has it when they fork.
-    monkeypatch.setattr("spamnb.parallel._count_in_inherited_vocabulary", die_in_the_worker)
-    result = run("classify", "-m", model, "--jobs", "2", sample_maildir)
-    assert_one_line_error(result, "worker process ended", "--jobs 1")
+    monkeypatch.setattr("spamnb.parallel._run_inherited_work", die_in_the_worker)
+    for explaining in ([], ["--explain"]):  # through the table, and the model
+        result = run("classify", "-m", model, "--jobs", "2", *explaining, sample_maildir)
+        assert_one_line_error(result, "worker process ended", "--jobs 1")
 
 
 def test_a_training_worker_that_dies_is_a_one_line_error(tmp_path, sample_maildir, monkeypatch):

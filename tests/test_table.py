@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from cli_helpers import run
 
@@ -15,7 +16,7 @@ from spamnb.entry import fast_pipe_options
 from spamnb.paths import table_path
 from spamnb.pipe import score_message
 from spamnb.store import load, save
-from spamnb.table import load_table
+from spamnb.table import TableScorer, hash_batch, load_table
 
 OPTIONS = [
     [],
@@ -56,6 +57,85 @@ def test_table_scores_equal_the_models(tmp_path, sample_maildir, options):
         assert table.evidence(tokens[0]) == pytest.approx(expected, rel=1e-9, abs=1e-9)
 
 
+def assert_batch_scores_equal_the_models(spam_filter, table, batch: list[bytes]) -> None:
+    """A whole batch scored through the table (classify's road for a few messages):
+    the model's probabilities, log-odds and evidence lengths, and so its labels."""
+    token_lists = spam_filter.tokenize(batch)
+    proba, log_odds, lengths = spam_filter.score_tokens(token_lists)
+    scorer = TableScorer(table)
+    got_proba, got_log_odds, got_lengths = scorer.score_hashed(hash_batch(token_lists))
+    assert scorer.classes == spam_filter.classes
+    assert scorer.positive_class() == spam_filter.positive_class()
+    np.testing.assert_array_equal(got_lengths, lengths)
+    np.testing.assert_allclose(got_log_odds, log_odds, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(got_proba, proba, rtol=1e-9, atol=1e-12)
+    assert scorer.predict_labels(got_proba) == spam_filter.predict_labels(proba)
+
+
+@pytest.mark.parametrize(
+    "options", OPTIONS, ids=["defaults", "max-features", "multinomial", "bernoulli", "min-count"]
+)
+def test_batch_scores_equal_the_models(tmp_path, sample_maildir, options):
+    model = tmp_path / "model.joblib"
+    train = [
+        "train",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+    ]
+    assert run(*train, *options).exit_code == 0
+    table = load_table(model, table_path(model), trust=False)
+    assert table is not None
+    # An empty message and one of unknown words score the classes' constants alone.
+    unknown = b"Subject: zzqx\n\nqqzv wwxk zzqx\n"
+    assert_batch_scores_equal_the_models(
+        load(model), table, [*messages(sample_maildir), b"", unknown]
+    )
+
+
+def test_batch_scores_of_an_empty_batch(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    table = load_table(model, table_path(model), trust=False)
+    proba, log_odds, lengths = TableScorer(table).score_hashed(hash_batch([]))
+    assert proba.shape == (0, 2) and log_odds.shape == lengths.shape == (0,)
+
+
+def test_a_batch_reading_a_damaged_block_fails(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    table_file = Path(table_path(model))
+    data = bytearray(table_file.read_bytes())
+    data[-3] ^= 0x40  # a weight of the last block
+    table_file.write_bytes(bytes(data))
+    table = load_table(model, table_file, trust=True)
+    assert table is not None  # the header and the index are whole
+    spam_filter = load(model)
+    everything = hash_batch(spam_filter.tokenize(messages(sample_maildir)))
+    with pytest.raises(ValueError, match="damaged"):
+        TableScorer(table).score_hashed(everything)
+
+
+def test_batch_scores_equal_the_models_on_real_mail(tmp_path, real_corpus):
+    corpus = real_corpus("spamassassin")
+    files = {
+        label: sorted(p for d in dirs for p in d.iterdir() if p.is_file())
+        for label, dirs in corpus.items()
+    }
+    train = {label: paths[::4] for label, paths in files.items()}
+    model = tmp_path / "model.joblib"
+    args = ["--spam", *train["spam"], "--ham", *train["ham"]]
+    assert run("train", "--new", "-m", model, *args).exit_code == 0
+    table = load_table(model, table_path(model), trust=False)
+    assert table is not None
+    rest = [p.read_bytes() for paths in files.values() for p in paths[1::4]]
+    assert len(rest) > 1_000
+    assert_batch_scores_equal_the_models(load(model), table, rest)
+
+
 def test_three_classes(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
     spam_files = sorted((sample_maildir / "spam" / "cur").iterdir())
@@ -77,6 +157,7 @@ def test_three_classes(tmp_path, sample_maildir):
         _, log_odds, lengths = spam_filter.score_tokens(tokens)
         expected = (float(log_odds[0]), float(lengths[0]))
         assert table.evidence(tokens[0]) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert_batch_scores_equal_the_models(spam_filter, table, messages(sample_maildir))
 
 
 def same_score(got: tuple, expected: tuple) -> bool:
