@@ -344,7 +344,15 @@ def load_table_scorer(model_path: Path | None) -> TableScorer | None:
     be loaded instead: no table, or one written by another spamnb or from another
     model file (the model is then loaded, and the next save writes a new table), or a
     damaged one (said on stderr).  The table is checked whole, once: the batches then
-    read most of it."""
+    read most of it.
+
+    The table spares loading the model: with the SpamAssassin corpus's, one message
+    took 0.33 s against 1.08 s and 47 MB against 173 MB (2026-11-23, this project's
+    2-core machine).  Each batch's distinct tokens must be hashed to be found in it,
+    where the model's vocabulary finds them by a dict lookup: 0.03 to 0.15 ms more CPU
+    a message.  That never caught up with the load: 25,000 messages took 18.3 s
+    either way (medians of three), in 140 MB against 277 MB.
+    """
     from .paths import ModelFileError, table_path
     from .table import TableScorer, open_table
 
@@ -817,40 +825,31 @@ def classify(
         filter_pipe(model_path, header_name, exit_zero, max_size, sys.stdin.buffer)
     if not paths:
         raise fail("give messages to classify: PATH... ('-' for standard input), or --pipe")
-    # A few messages labelled with the model's own settings are scored through its
-    # scoring table, when that is current (see TABLE_SCORING_LIMIT).
+    # Labels with the model's own settings come from its scoring table when that is
+    # current (see load_table_scorer): the same scores without loading the model.
     table_only = not explain and all(value is None for value in scoring.values())
     scorer = load_table_scorer(model_path) if table_only else None
     spam_filter: SpamFilter | None = None
-
-    def load_model() -> SpamFilter:
+    if scorer is None:
         spam_filter, _ = load_filter(model_path)
         if len(spam_filter.classes) < 2:
             raise fail(f"the model knows only {spam_filter.classes}; train at least two classes")
         apply_scoring_options(spam_filter, scoring)
         if explain and spam_filter.positive_class() is None:
             raise fail(f"--explain needs a model with a spam class (it has {spam_filter.classes})")
-        return spam_filter
-
-    if scorer is None:
-        spam_filter = load_model()
     check_stdin_once(paths)
     check_paths_exist(paths)
-    from itertools import chain, islice
+    from itertools import chain
 
     from .parallel import BATCH_SIZE, batched, counted_in_order
 
-    # Messages are read, counted and scored a batch at a time (one sparse product
-    # each), so a folder of any size takes memory for a batch, not for the folder.
+    # Messages are read, counted and scored a batch at a time (one sparse product, or
+    # one search of the table, each), so a folder of any size takes memory for a batch,
+    # not for the folder.
     batches = batched(
         (item for item, _ in iter_labelled([("", p) for p in paths], mail_format, recursive)),
         BATCH_SIZE,
     )
-    if scorer is not None:
-        ahead = list(islice(batches, TABLE_SCORING_LIMIT // BATCH_SIZE + 1))
-        if sum(map(len, ahead)) > TABLE_SCORING_LIMIT:
-            scorer, spam_filter = None, load_model()
-        batches = chain(ahead, batches)
     labeller = scorer if scorer is not None else spam_filter
     assert labeller is not None
     counted_batches = counted_in_order(
@@ -892,16 +891,6 @@ def classify(
             scores = spam_filter.score_matrix(X)
             print_verdicts(spam_filter, items, *scores, as_json, explanations)
             advance(len(items))
-
-
-# classify scores at most this many messages through the model's scoring table, more
-# through the model itself.  The table spares loading the model (0.65 s for the
-# SpamAssassin corpus's, of the 0.82 s that classifying one message took), but each
-# batch's distinct tokens must be hashed to be found in it, where the model's
-# vocabulary finds them by a dict lookup: 0.17 to 0.2 ms more CPU a message, so the
-# model is faster from about 3,500 messages in one process and 6,500 on two cores
-# (measured 2026-11-23; docs/benchmarks.md).  Half of that, for a margin.
-TABLE_SCORING_LIMIT = 2_000
 
 
 def workers_reported(results: Iterator[Any]) -> Iterator[Any]:

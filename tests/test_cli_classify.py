@@ -199,7 +199,7 @@ def model_loads(monkeypatch) -> list[Path]:
     return loads
 
 
-def test_a_few_messages_are_scored_through_the_table_as_by_the_model(
+def test_messages_are_scored_through_the_table_as_by_the_model(
     model, tmp_path, sample_maildir, monkeypatch
 ):
     loads = model_loads(monkeypatch)
@@ -231,18 +231,6 @@ def test_a_few_messages_are_scored_through_the_table_as_by_the_model(
                 assert got[key] == pytest.approx(value, rel=1e-9, abs=1e-12)
             else:
                 assert got[key] == value, key
-
-
-def test_more_messages_than_the_limit_are_scored_by_the_model(model, sample_maildir, monkeypatch):
-    monkeypatch.setattr("spamnb.cli.TABLE_SCORING_LIMIT", 59)
-    loads = model_loads(monkeypatch)
-    above = run("classify", "-m", model, sample_maildir)
-    assert loads == [model]
-    monkeypatch.setattr("spamnb.cli.TABLE_SCORING_LIMIT", 60)
-    at = run("classify", "-m", model, sample_maildir)
-    assert loads == [model]
-    assert above.exit_code == at.exit_code == 0
-    assert above.stdout == at.stdout and len(at.stdout.splitlines()) == 60
 
 
 @pytest.mark.parametrize("options", [["--explain"], ["--alpha", "0.5"], ["--mistake-weight", "0"]])
