@@ -360,8 +360,13 @@ def load_table_scorer(model_path: Path | None) -> TableScorer | None:
     real = os.path.realpath(path)  # the table sits beside the real file
     try:
         table, state = open_table(real, table_path(real), trust=trusting())
-    except ModelFileError as exc:
-        raise fail(str(exc)) from None
+    except ModelFileError:
+        return None  # the model is not trusted: loading it says so, naming the path given
+    if state == "untrusted":
+        warn(
+            f"the scoring table beside {path} belongs to another user or is writable by "
+            "others; scoring with the model itself (the next save writes a new table)"
+        )
     if table is None or state != "current":
         if state == "damaged":
             warn(f"the scoring table beside {path} is damaged; scoring with the model itself")

@@ -35,6 +35,12 @@ __all__ = [
 
 # --------------------------------------------------------------------------- posteriors
 
+# How much more probable than every other class the positive class must be, as a share
+# of its probability, to be predicted (see predicted_columns).  Summing a long message's
+# log-probabilities in another order moves its log-odds by around 1e-12; a lead below
+# 1e-9 (log-odds within about 4e-9 of even) is no evidence.
+TIE_TOLERANCE = 1e-9
+
 
 def log_sum_exp(values: np.ndarray, axis: int = 1, keepdims: bool = False) -> np.ndarray:
     """log(sum(exp(values))) along ``axis`` without underflow: the largest value is
@@ -435,17 +441,27 @@ def calibration(confidence: np.ndarray, correct: np.ndarray, n_bins: int = 10) -
 def predicted_columns(
     proba: np.ndarray, classes: Sequence[str], positive: str | None
 ) -> np.ndarray:
-    """The column of the most probable class in each row; exact ties never go to ``positive``.
+    """The column of the most probable class in each row; ties never go to ``positive``.
 
     A message with no evidence either way (all probabilities equal) must not be called
-    spam: a false positive costs more than a missed spam.
+    spam: a false positive costs more than a missed spam.  A tie is a tie up to
+    TIE_TOLERANCE: a message whose tokens weigh exactly as much for both classes gets
+    log-likelihoods that differ in their last digits, by an amount and in a direction
+    that depend on the order they were summed in (the model's sparse product and the
+    scoring table's sums disagree there), and that must not decide its label.
     """
     p = np.asarray(proba, dtype=float)
     order = list(range(len(classes)))
-    if positive is not None and positive in classes:
-        order.remove(list(classes).index(positive))
-        order.append(list(classes).index(positive))
-    return np.asarray(order)[np.argmax(p[:, order], axis=1)]
+    if positive is None or positive not in classes or len(classes) < 2:
+        return np.asarray(order)[np.argmax(p[:, order], axis=1)]
+    spam = list(classes).index(positive)
+    others = [c for c in order if c != spam]
+    best_other = np.asarray(others)[np.argmax(p[:, others], axis=1)]
+    rows = np.arange(len(p))
+    lead = p[:, spam] - p[rows, best_other]
+    with np.errstate(invalid="ignore"):  # rows without a posterior (NaN) are not spam
+        is_spam = lead > TIE_TOLERANCE * p[:, spam]
+    return np.where(is_spam, spam, best_other)
 
 
 def evaluation_report(

@@ -28,7 +28,7 @@ import sys
 from bisect import bisect_left, bisect_right
 from collections import Counter
 
-from .paths import check_trusted
+from .paths import ModelFileError, check_trusted
 
 try:
     # hashlib's own import loads OpenSSL, a few milliseconds of every pipe run.
@@ -422,7 +422,7 @@ def load_table(
 
 
 # What a reader finds beside a model (see open_table).
-TABLE_STATES = ("current", "missing", "other_version", "stale", "damaged")
+TABLE_STATES = ("current", "missing", "other_version", "stale", "damaged", "untrusted")
 
 
 def open_table(
@@ -432,8 +432,10 @@ def open_table(
     (written by a spamnb with another table format); "stale" (written from another
     model file: an older one, a copy, a restored backup); "damaged" (its header,
     block index or length are wrong; a damaged block shows only when it is read, or
-    with :meth:`ScoringTable.check_all`).  The table is returned when it could be
-    opened."""
+    with :meth:`ScoringTable.check_all`); "untrusted" (without ``trust``, a table
+    another user owns or others may write, beside a model that passes: its weights
+    could have been set by them).  The table is returned when it could be opened.
+    A model that fails the trust rule raises ModelFileError, as loading it would."""
     try:
         model_status = os.stat(model_path)
     except OSError:
@@ -443,7 +445,10 @@ def open_table(
     try:
         with open(table_file, "rb") as stream:
             if not trust:
-                check_trusted(os.fstat(stream.fileno()), table_file)
+                try:
+                    check_trusted(os.fstat(stream.fileno()), table_file)
+                except ModelFileError:
+                    return None, "untrusted"
             # Mapped, not read: a message looks up a few hundred of the table's entries,
             # and reading all of a large model's table (15 MB with word pairs on the
             # SpamAssassin corpus) would cost the pipe filter more than the lookups.

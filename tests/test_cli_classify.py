@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -278,3 +279,72 @@ def test_scoring_through_the_table_imports_neither_scipy_nor_joblib(model, sampl
     )
     assert "heavy=[] status=0" in done.stderr.decode(), done.stderr.decode()
     assert len(done.stdout.splitlines()) == len(list(sample_maildir.glob("ham/[cn]*/*")))
+
+
+def test_messages_that_tie_exactly_are_ham_through_the_table_and_the_model(tmp_path):
+    # Ham is the spam with its words renamed one step round a cycle, and each test
+    # message holds every renaming of its words: in exact arithmetic both classes give
+    # it the same likelihood, and only the order of the sums (the table's, the
+    # model's) could tip it.
+    words = ["alpha", "bravo", "charlie", "delta", "echo"]
+    renamed = dict(zip(words, words[1:] + words[:1], strict=True))
+    rng = random.Random(7)
+    for label in ("spam", "ham", "test"):
+        (tmp_path / label).mkdir()
+    for i in range(4):
+        body = [rng.choice(words) for _ in range(rng.randint(3, 12))]
+        for label, text in (("spam", body), ("ham", [renamed[w] for w in body])):
+            (tmp_path / label / f"{i}.eml").write_text(
+                f"Subject: note\nMessage-ID: <{label}{i}@x>\n\n{' '.join(text)}\n"
+            )
+    for j in range(30):
+        base, text = [rng.choice(words) for _ in range(rng.randint(1, 6))], []
+        for _ in words:
+            text += base
+            base = [renamed[w] for w in base]
+        rng.shuffle(text)
+        (tmp_path / "test" / f"{j}.eml").write_text(
+            f"Subject: note\nMessage-ID: <t{j}@x>\n\n{' '.join(text)}\n"
+        )
+    model, copy = tmp_path / "model.joblib", tmp_path / "copy.joblib"
+    options = ["--event-model", "multinomial", "--no-word-pairs", "--mistake-weight", "0"]
+    result = run(
+        "train", "-m", model, *options, "--spam", tmp_path / "spam", "--ham", tmp_path / "ham"
+    )
+    assert result.exit_code == 0, result.output
+    copy.write_bytes(model.read_bytes())
+    copy.chmod(0o600)
+    through_table = run("classify", "-m", model, tmp_path / "test")
+    through_model = run("classify", "-m", copy, tmp_path / "test")
+    labels = [line.split("\t")[0] for line in through_table.stdout.splitlines()]
+    assert labels == ["ham"] * 30
+    assert through_table.stdout == through_model.stdout
+
+
+@pytest.mark.parametrize("case", ["stale", "other-version", "missing", "symlink"])
+def test_what_the_table_beside_the_model_decides(tmp_path, sample_maildir, monkeypatch, case):
+    import os
+
+    from spamnb.paths import table_path
+
+    path = tmp_path / "model.joblib"
+    run("train", "-m", path, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    fresh = run("classify", "-m", path, sample_maildir)
+    table = Path(table_path(path))
+    given = path
+    if case == "stale":  # a model restored from a backup: another modification time
+        os.utime(path, (1e9, 1e9))
+    elif case == "other-version":  # written by another spamnb
+        data = bytearray(table.read_bytes())
+        data[len(b"SPAMNB-TABLE")] ^= 0x7F
+        table.write_bytes(bytes(data))
+    elif case == "missing":
+        table.unlink()
+    else:  # the table sits beside the file the link points to
+        given = tmp_path / "link.joblib"
+        given.symlink_to(path.name)
+    loads = model_loads(monkeypatch)
+    result = run("classify", "-m", given, sample_maildir)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == fresh.stdout and result.stderr == ""
+    assert loads == ([] if case == "symlink" else [given])

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from cli_helpers import assert_one_line_error, run, without_added_header
@@ -37,12 +38,38 @@ def test_a_model_others_may_write_is_refused(model, sample_maildir):
     assert piped.exit_code == 3 and piped.stdout_bytes == message
 
 
-def test_a_model_of_another_user_is_refused(model, monkeypatch):
+def test_a_model_of_another_user_is_refused(model, monkeypatch, sample_maildir):
     # Seen from another user: the file's owner is no longer the one running spamnb.
     owner = os.stat(model).st_uid
     monkeypatch.setattr(os, "getuid", lambda: owner + 1)
     assert_one_line_error(run("info", "-m", model), "another user")
     assert run("info", "--trust-model", "-m", model).exit_code == 0
+    # classify would score through the table beside it, which is the other user's too.
+    folder = sample_maildir / "ham" / "new"
+    assert_one_line_error(run("classify", "-m", model, folder), "another user", str(model))
+    assert run("classify", "--trust-model", "-m", model, folder).exit_code == 0
+
+
+def test_a_table_others_may_write_is_not_used(model, sample_maildir, monkeypatch):
+    import spamnb.store
+    from spamnb.paths import table_path
+
+    folder = sample_maildir / "ham" / "cur"
+    trusted = run("classify", "-m", model, folder)
+    Path(table_path(model)).chmod(0o666)
+    loads = []
+    real_load = spamnb.store.load
+    monkeypatch.setattr(
+        spamnb.store, "load", lambda *a, **k: loads.append(a[0]) or real_load(*a, **k)
+    )
+    result = run("classify", "-m", model, folder)
+    assert result.exit_code == 0, result.output
+    assert loads == [model] and result.stdout == trusted.stdout
+    assert result.stderr.count("\n") == 1 and "writable by others" in result.stderr
+    # The pipe filter scores with the model too, rather than with weights others set.
+    message = sorted(folder.iterdir())[0].read_bytes()
+    piped = run("classify", "--pipe", "-m", model, input=message)
+    assert piped.exit_code == 1 and b"X-Spamnb: Ham" in piped.stdout_bytes
 
 
 def spamnb(*args: str, data: bytes | None = None) -> subprocess.CompletedProcess:

@@ -181,6 +181,13 @@ def test_classify_jobs_one_and_two_print_the_same(
     monkeypatch.setattr("spamnb.parallel._forked_pool", counted_pool)
     model = tmp_path / "model.joblib"
     train_cli(model, sample_maildir)
+    import spamnb.store
+
+    loads = []
+    real_load = spamnb.store.load
+    monkeypatch.setattr(
+        spamnb.store, "load", lambda *a, **k: loads.append(a[0]) or real_load(*a, **k)
+    )
     outputs = []
     explaining = ["--explain"] if explain else []
     for jobs in ("1", "2"):
@@ -189,6 +196,7 @@ def test_classify_jobs_one_and_two_print_the_same(
         outputs.append(result.stdout)
     assert outputs[0] == outputs[1]
     assert pools == ([2] if forked and sys.platform.startswith("linux") else [])
+    assert loads == ([model, model] if explain else [])
     rows = [json.loads(line) for line in outputs[0].splitlines()]
     assert len(rows) == 60
     if explain:
@@ -221,6 +229,34 @@ def test_forked_workers_count_into_the_model_vocabulary(sample_maildir):
         a.matrix.shape == (len(m), len(vocabulary)) for a, m in zip(there, batches, strict=True)
     )
     # The parent keeps no reference of its own to the vocabulary the workers took.
+    assert parallel._inherited_work is None
+
+
+@pytest.mark.parametrize("forked", [True, False])
+def test_workers_score_through_the_table_or_hash_for_it(
+    tmp_path, sample_maildir, monkeypatch, forked
+):
+    from spamnb.paths import table_path
+    from spamnb.table import TableScorer, load_table
+
+    if not forked:
+        monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
+    model = tmp_path / "model.joblib"
+    train_cli(model, sample_maildir)
+    scorer = TableScorer(load_table(model, table_path(model), trust=False))
+    batches = list(batched(sample_messages(sample_maildir)[0], 7))
+    with batch_counter(scorer.settings, jobs=2, scorer=scorer) as count:
+        there = list(count(batches, False))
+    with batch_counter(scorer.settings, jobs=1, scorer=scorer) as count:
+        here = list(count(batches, False))
+    # Forked workers have the table and send scores; loky's send hashes to score here.
+    really_forked = forked and parallel.can_fork()
+    assert all((b.scores is not None) == really_forked for b in there)
+    assert all((b.hashed is not None) != really_forked for b in there)
+    assert all(b.scores is not None and b.matrix is None for b in here)
+    for a, b in zip(there, here, strict=True):
+        for got, expected in zip(a.scored_by(scorer), b.scored_by(scorer), strict=True):
+            np.testing.assert_array_equal(got, expected)
     assert parallel._inherited_work is None
 
 

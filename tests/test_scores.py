@@ -755,6 +755,24 @@ def test_predicted_columns_three_classes() -> None:
     assert predicted_columns(proba, ["spam", "ham", "lists"], None).tolist() == [0, 2, 1]
 
 
+def test_a_tie_up_to_rounding_is_not_spam() -> None:
+    half = 0.5
+    rounded_up = np.nextafter(half, 1.0)
+    proba = np.array(
+        [
+            [rounded_up, np.nextafter(half, 0.0)],  # even, summed in another order
+            [half + 1e-6, half - 1e-6],  # a lead, however small, that is evidence
+            [np.nan, np.nan],  # no posterior
+            [1.0, 0.0],
+        ]
+    )
+    assert predicted_columns(proba, ["spam", "ham"], "spam").tolist() == [1, 0, 1, 0]
+    # Only the positive class loses ties: without one, the larger probability wins.
+    assert predicted_columns(proba[:1], ["spam", "ham"], None).tolist() == [0]
+    three = np.array([[0.4 + 1e-17, 0.4, 0.2], [0.2, 0.4 + 1e-17, 0.4]])
+    assert predicted_columns(three, ["spam", "ham", "lists"], "spam").tolist() == [1, 1]
+
+
 def test_majority_baseline_from_counts() -> None:
     assert majority_baseline({"spam": 3, "ham": 5}, ["spam", "ham"]) == ("ham", 0.5)
     assert majority_baseline({"spam": 4, "ham": 4, "x": 0}, ["spam"]) == ("ham", 0.0)
