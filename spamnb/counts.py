@@ -35,6 +35,10 @@ class Vocabulary:
     def __init__(self, tokens: Iterable[str] = ()) -> None:
         self.tokens: list[str] = []
         self.index: dict[str, int] = {}
+        # The scoring table's hash of each token in column order, for the first
+        # len(hashes) tokens (table.vocabulary_hashes keeps it; tokens are only ever
+        # appended, so a hash once taken stays right).
+        self.hashes: np.ndarray | None = None
         for token in tokens:
             self.add(token)
 

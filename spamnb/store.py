@@ -33,6 +33,7 @@ from .filter import SpamFilter
 from .mistakes import MistakeTable
 from .model import NaiveBayes
 from .paths import ModelFileError, check_trusted, default_model_path, table_path
+from .table import checked_vocabulary_hashes, vocabulary_hashes
 from .tokens import TokenizerSettings
 
 __all__ = [
@@ -136,6 +137,10 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         "updated": spam_filter.updated,
         "tokenizer": spam_filter.settings.to_dict(),
         "vocabulary": pack_strings(spam_filter.vocabulary.tokens),
+        # The scoring table's hash of each token, so that the next save hashes only
+        # the tokens it adds (a cache: a file without it, or with wrong ones, is read
+        # and hashed again).
+        "token_hashes": vocabulary_hashes(spam_filter.vocabulary),
         "model": spam_filter.model.to_state(),
         "calibration": spam_filter.calibration.to_dict(),
         "trained": _pack_trained(spam_filter.trained, spam_filter.model.classes),
@@ -187,6 +192,7 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
         settings = TokenizerSettings.from_dict(payload["tokenizer"])
         calibration = Calibration.from_dict(payload.get("calibration", {}))
         _check_consistent(model, vocabulary, tokens, settings)
+        vocabulary.hashes = checked_vocabulary_hashes(tokens, payload.get("token_hashes"))
         _check_calibration(calibration)
         if version >= 4:
             mistakes, mistake_copies = _unpack_mistakes(payload["mistakes"], model, trained)

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
+    from .counts import Vocabulary
     from .filter import SpamFilter
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "table_arrays",
     "token_hash",
     "token_hashes",
+    "vocabulary_hashes",
 ]
 
 # Version 2 added a CRC-32 of the whole table, version 3 one per block, version 4 a
@@ -84,6 +86,44 @@ def token_hashes(tokens: Sequence[str]) -> Any:
         ]
     )
     return np.frombuffer(digests, dtype="<u8")
+
+
+def vocabulary_hashes(vocabulary: Vocabulary) -> Any:
+    """:func:`token_hashes` of every token of ``vocabulary``, in column order.
+
+    Only the tokens added since the last call are hashed: a model file records the
+    hashes, so that learning one message into a model of 500,000 tokens does not hash
+    them all again to write its table (0.4 s of the 1.75 s it took).
+    """
+    import numpy as np
+
+    known = vocabulary.hashes
+    tokens = vocabulary.tokens
+    if known is None or len(known) > len(tokens):
+        known = np.zeros(0, dtype="<u8")
+    if len(known) < len(tokens):
+        # In slices, so that the digests' bytes objects (about 50 bytes a token) never
+        # exist for the whole vocabulary at once.
+        step = 1 << 16
+        added = range(len(known), len(tokens), step)
+        known = np.concatenate([known, *(token_hashes(tokens[i : i + step]) for i in added)])
+        vocabulary.hashes = known
+    return known
+
+
+def checked_vocabulary_hashes(tokens: Sequence[str], hashes: object) -> Any:
+    """A model file's recorded token hashes, if they are what :func:`vocabulary_hashes`
+    would give for ``tokens`` (the right type and length, and right at both ends);
+    else None, and the next save hashes the tokens again."""
+    import numpy as np
+
+    if not isinstance(hashes, np.ndarray) or hashes.dtype != np.dtype("<u8"):
+        return None
+    if hashes.shape != (len(tokens),):
+        return None
+    if len(tokens) and not np.array_equal(token_hashes([tokens[0], tokens[-1]]), hashes[[0, -1]]):
+        return None
+    return hashes
 
 
 class HashedBatch:
@@ -164,17 +204,7 @@ def table_arrays(
     weights = weights[:, columns].T.astype("<f8")
     if not (np.isfinite(weights).all() and np.isfinite(constant).all()):
         return None
-    tokens = spam_filter.vocabulary.tokens
-    # In slices, so that the digests' bytes objects (about 50 bytes a token) never
-    # exist for the whole vocabulary at once.
-    step = 1 << 16
-    hashes = np.concatenate(
-        [
-            token_hashes([tokens[c] for c in columns[i : i + step]])
-            for i in range(0, len(columns), step)
-        ]
-        or [np.zeros(0, "<u8")]
-    )
+    hashes = vocabulary_hashes(spam_filter.vocabulary)[columns]
     # Sort by hash; the rare colliding tokens share one entry with summed weights.
     unique, inverse = np.unique(hashes, return_inverse=True)
     summed = np.zeros((len(unique), len(model.classes)), "<f8")

@@ -266,3 +266,71 @@ def test_repeated_tokens_are_refused(tmp_path, trained):
     joblib.dump(payload, path)
     with pytest.raises(ModelFileError, match="damaged"):
         load(path)
+
+
+def test_a_saved_model_records_its_token_hashes_and_the_next_save_hashes_only_new_ones(
+    tmp_path, trained, monkeypatch
+):
+    import spamnb.table
+    from spamnb.paths import table_path
+    from spamnb.table import load_table, token_hashes
+
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+    loaded = load(path)
+    np.testing.assert_array_equal(loaded.vocabulary.hashes, token_hashes(trained.vocabulary.tokens))
+    hashed = []
+    real = spamnb.table.token_hashes
+
+    def counted(tokens):
+        hashed.extend(tokens)
+        return real(tokens)
+
+    monkeypatch.setattr(spamnb.table, "token_hashes", counted)
+    before = len(loaded.vocabulary)
+    loaded.train([b"Subject: fresh words\n\nzebra quokka narwhal"], ["spam"])
+    save(loaded, path)
+    assert hashed and hashed == loaded.vocabulary.tokens[before:]
+    # The table written from the recorded hashes is the one hashing everything writes.
+    monkeypatch.undo()
+
+    def table_entries():
+        table = load_table(path, table_path(path), trust=False)
+        return bytes(table._hash_bytes), bytes(table._weight_bytes)
+
+    incremental = table_entries()
+    again = load(path)
+    again.vocabulary.hashes = None
+    save(again, path)
+    assert table_entries() == incremental
+    assert len(incremental[0]) == 8 * len(again.vocabulary)
+
+
+@pytest.mark.parametrize(
+    "recorded",
+    [
+        None,  # a model written before they were recorded
+        lambda h: h[:-1],
+        lambda h: h.astype(np.int64),
+        lambda h: np.concatenate([[h[0] ^ 1], h[1:]]),
+        lambda h: np.concatenate([h[:-1], [h[-1] ^ 1]]),
+        lambda h: h.tolist(),
+    ],
+    ids=["absent", "short", "signed", "first-wrong", "last-wrong", "list"],
+)
+def test_token_hashes_that_are_not_right_are_hashed_again(tmp_path, trained, recorded):
+    from spamnb.table import token_hashes
+
+    path = tmp_path / "model.joblib"
+    payload = to_payload(trained)
+    if recorded is None:
+        del payload["token_hashes"]
+    else:
+        payload["token_hashes"] = recorded(payload["token_hashes"])
+    joblib.dump(payload, path)
+    loaded = load(path)
+    assert loaded.vocabulary.hashes is None
+    save(loaded, path)
+    np.testing.assert_array_equal(
+        load(path).vocabulary.hashes, token_hashes(loaded.vocabulary.tokens)
+    )
