@@ -121,13 +121,21 @@ def count_matrix(
 
 
 def presence(X: sp.spmatrix) -> sp.csr_matrix:
-    """A copy of the count matrix ``X`` with every stored count set to one: the rows
-    of the models that count a token once per message."""
-    present = sp.csr_matrix(X, copy=True)
-    # Summed first, so that a column stored twice in a row still counts once.
-    present.sum_duplicates()
-    present.data = np.ones_like(present.data)
-    return present
+    """The count matrix ``X`` with every stored count set to one: the rows of the
+    models that count a token once per message.
+
+    When ``X`` stores each column at most once per row, as count_matrix makes it, the
+    result shares its column numbers and row pointers instead of copying them: the
+    copy, and a second array of ones beside it, made the memory peak of training
+    100,000 messages (a calibration fold, 579 MB).  Neither matrix may then be changed
+    in place; spamnb only multiplies them.
+    """
+    X = sp.csr_matrix(X)
+    if not X.has_canonical_format:
+        # Summed first, so that a column stored twice in a row still counts once.
+        X = sp.csr_matrix(X, copy=True)
+        X.sum_duplicates()
+    return sp.csr_matrix((np.ones(X.nnz), X.indices, X.indptr), shape=X.shape)
 
 
 def used_columns(X: sp.spmatrix) -> np.ndarray:

@@ -368,3 +368,20 @@ def test_used_columns_are_the_sorted_stored_columns():
     )
     np.testing.assert_array_equal(used_columns(X), np.unique(X.indices))
     assert used_columns(sp.csr_matrix((3, 10))).size == 0
+
+
+def test_presence_of_counts_with_and_without_repeated_columns():
+    import scipy.sparse as sp
+
+    from spamnb.counts import presence
+
+    # A column stored twice in a row (not as count_matrix makes them) counts once.
+    repeated = sp.csr_matrix(
+        (np.array([2.0, 1.0, 3.0]), np.array([0, 0, 2]), np.array([0, 2, 3])), shape=(2, 3)
+    )
+    np.testing.assert_array_equal(presence(repeated).toarray(), [[1, 0, 0], [0, 0, 1]])
+    np.testing.assert_array_equal(repeated.data, [2.0, 1.0, 3.0])  # left as it was
+    counts = sp.csr_matrix(np.array([[2.0, 0.0, 1.0], [0.0, 0.0, 3.0]]))
+    present = presence(counts)
+    np.testing.assert_array_equal(present.toarray(), [[1, 0, 1], [0, 0, 1]])
+    np.testing.assert_array_equal(counts.toarray(), [[2, 0, 1], [0, 0, 3]])
