@@ -170,8 +170,9 @@ def default_jobs(*, scoring: bool = False) -> int:
     worker holds a vocabulary and counts of its own: 432 MB for all processes against
     257 MB, where make bench-scale's 100,000 messages peaked at 587 MB in one process
     (the target is 600).  So training keeps one process there (--jobs 2 for the
-    speed).  Scoring's forked workers share the model the parent loaded and leave it
-    only a sparse product per batch: 974 messages a second against 697.
+    speed).  Scoring's forked workers share what the parent opened (the model's
+    vocabulary, or its scoring table) and leave it little or nothing to do per batch:
+    974 messages a second against 697 when they counted into the vocabulary.
     """
     try:
         cores = len(os.sched_getaffinity(0))

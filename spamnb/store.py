@@ -463,9 +463,10 @@ def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
     if table is None:
         table_file.unlink(missing_ok=True)
     else:
-        header, body = table
-        prefix = table_prefix(header, body)
-        _write_atomically(table_file, lambda stream: stream.writelines((prefix, body)), mode)
+        header, arrays = table
+        prefix = table_prefix(header, arrays)
+        pieces = (prefix, *(array.data for array in arrays))
+        _write_atomically(table_file, lambda stream: stream.writelines(pieces), mode)
     return path.stat().st_size
 
 

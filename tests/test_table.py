@@ -251,3 +251,35 @@ def test_an_empty_or_truncated_table_falls_back_to_the_model(tmp_path, sample_ma
     table_file.write_bytes(table_file.read_bytes()[:cut])
     assert load_table(model, table_file, trust=False) is None
     assert same_score(score_message(data, model, trust=False), fresh)
+
+
+def test_tokens_whose_hashes_collide_share_one_entry_with_summed_weights(sample_maildir):
+    from spamnb.filter import SpamFilter
+    from spamnb.table import table_arrays, token_hashes, vocabulary_hashes
+
+    spam_filter = SpamFilter()
+    data, labels = [], []
+    for label in ("spam", "ham"):
+        for path in sorted((sample_maildir / label / "cur").iterdir()):
+            data.append(path.read_bytes())
+            labels.append(label)
+    spam_filter.train(data, labels)
+    header, (_, _, hashes, weights) = table_arrays(spam_filter)
+    n = len(spam_filter.vocabulary)
+    assert header["entries"] == n == len(hashes) and (hashes[1:] > hashes[:-1]).all()
+    # Make the second and the last token collide with the first.
+    forged = vocabulary_hashes(spam_filter.vocabulary).copy()
+    forged[[1, n - 1]] = forged[0]
+    spam_filter.vocabulary.hashes = forged
+    header, (_, _, merged_hashes, merged) = table_arrays(spam_filter)
+    assert header["entries"] == n - 2 and len(merged_hashes) == n - 2
+    entry = int(np.flatnonzero(merged_hashes == forged[0])[0])
+    by_hash = {int(h): row for h, row in zip(hashes, weights, strict=True)}
+    tokens = spam_filter.vocabulary.tokens
+    colliding = token_hashes([tokens[0], tokens[1], tokens[n - 1]])
+    expected = sum((by_hash[int(h)] for h in colliding), np.zeros(2))
+    np.testing.assert_allclose(merged[entry], expected, rtol=1e-12)
+    # Every other entry is as it was.
+    rest = {int(h): row for h, row in zip(merged_hashes, merged, strict=True) if h != forged[0]}
+    assert rest.keys() == by_hash.keys() - {int(h) for h in colliding}
+    assert all(np.array_equal(row, by_hash[h]) for h, row in rest.items())
