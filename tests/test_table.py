@@ -55,6 +55,11 @@ def test_table_scores_equal_the_models(tmp_path, sample_maildir, options):
         _, log_odds, lengths = spam_filter.score_tokens(tokens)
         expected = (float(log_odds[0]), float(lengths[0]))
         assert table.evidence(tokens[0]) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    # And a whole batch at once, as classify scores; an empty message and one of
+    # unknown words score the classes' constants alone.
+    unknown = b"Subject: zzqx\n\nqqzv wwxk zzqx\n"
+    batch = [*messages(sample_maildir), b"", unknown]
+    assert_batch_scores_equal_the_models(spam_filter, table, batch)
 
 
 def assert_batch_scores_equal_the_models(spam_filter, table, batch: list[bytes]) -> None:
@@ -70,30 +75,6 @@ def assert_batch_scores_equal_the_models(spam_filter, table, batch: list[bytes])
     np.testing.assert_allclose(got_log_odds, log_odds, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(got_proba, proba, rtol=1e-9, atol=1e-12)
     assert scorer.predict_labels(got_proba) == spam_filter.predict_labels(proba)
-
-
-@pytest.mark.parametrize(
-    "options", OPTIONS, ids=["defaults", "max-features", "multinomial", "bernoulli", "min-count"]
-)
-def test_batch_scores_equal_the_models(tmp_path, sample_maildir, options):
-    model = tmp_path / "model.joblib"
-    train = [
-        "train",
-        "-m",
-        model,
-        "--spam",
-        sample_maildir / "spam",
-        "--ham",
-        sample_maildir / "ham",
-    ]
-    assert run(*train, *options).exit_code == 0
-    table = load_table(model, table_path(model), trust=False)
-    assert table is not None
-    # An empty message and one of unknown words score the classes' constants alone.
-    unknown = b"Subject: zzqx\n\nqqzv wwxk zzqx\n"
-    assert_batch_scores_equal_the_models(
-        load(model), table, [*messages(sample_maildir), b"", unknown]
-    )
 
 
 def test_batch_scores_of_an_empty_batch(tmp_path, sample_maildir):
