@@ -19,7 +19,7 @@ from .calibration import LENGTH_EXPONENT, Calibration, choose_cutoffs, fit_platt
 from .counts import Vocabulary, count_matrix, presence
 from .mistakes import MistakeTable, class_rows, content_keys
 from .model import NaiveBayes
-from .scores import predicted_columns, stratified_folds
+from .scores import predicted_labels, stratified_folds
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
 
 __all__ = ["HAM", "SPAM", "SpamFilter", "message_digest"]
@@ -444,9 +444,8 @@ class SpamFilter:
         )
 
     def predict_labels(self, proba: np.ndarray) -> list[str]:
-        """The most probable class of each row; exact ties never go to spam."""
-        columns = predicted_columns(proba, self.classes, self.positive_class())
-        return [self.classes[c] for c in columns]
+        """The most probable class of each row; ties never go to spam."""
+        return predicted_labels(proba, self.classes, self.positive_class())
 
     def explain(self, x: sp.csr_matrix, n: int = EXPLAINED_TOKENS) -> dict[str, Any]:
         """Why one message (a row of counts over this vocabulary) scored as it did.

@@ -23,9 +23,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from .counts import presence, used_columns
-from .scores import log_odds_against_rest, log_posteriors, log_sum_exp
+from .scores import log_odds_against_rest, log_posteriors
 
-__all__ = ["EVENT_MODELS", "NaiveBayes", "log_sum_exp"]
+__all__ = ["EVENT_MODELS", "NaiveBayes"]
 
 # multinomial: every occurrence of a token counts; boolean: a multinomial over
 # once-per-message counts (Metsis et al., CEAS 2006, found it the best NB for spam);

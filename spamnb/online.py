@@ -28,8 +28,8 @@ import numpy as np
 
 from .calibration import LENGTH_EXPONENT, normalised
 from .filter import DEFAULT_ALPHA, DEFAULT_EVENT_MODEL
-from .model import EVENT_MODELS, log_sum_exp
-from .scores import predicted_columns
+from .model import EVENT_MODELS
+from .scores import log_odds_against_rest, log_posteriors, predicted_labels
 
 __all__ = [
     "OnlineResult",
@@ -281,18 +281,14 @@ def online_run(
             on_step(1)
 
     no_evidence = np.all(np.isneginf(jll), axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        proba = np.exp(jll - log_sum_exp(jll, axis=1, keepdims=True))
+    proba = np.exp(log_posteriors(jll))
     proba[no_evidence] = 1.0 / len(classes)
     log_odds = decision = None
     if positive in row_of and len(classes) > 1:
-        column = row_of[positive]
-        others = np.delete(jll, column, axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log_odds = jll[:, column] - log_sum_exp(others, axis=1)
+        log_odds = log_odds_against_rest(jll, row_of[positive])
         log_odds[no_evidence] = 0.0
         decision = normalised(log_odds, lengths, LENGTH_EXPONENT)
-    predicted = [classes[c] for c in predicted_columns(proba, classes, positive)]
+    predicted = predicted_labels(proba, classes, positive)
     return OnlineResult(classes, predicted, proba, log_odds, lengths, decision)
 
 

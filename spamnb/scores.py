@@ -25,6 +25,7 @@ __all__ = [
     "majority_baseline",
     "per_class_report",
     "predicted_columns",
+    "predicted_labels",
     "roc_auc",
     "roc_curve",
     "stratified_folds",
@@ -462,6 +463,11 @@ def predicted_columns(
     with np.errstate(invalid="ignore"):  # rows without a posterior (NaN) are not spam
         is_spam = lead > TIE_TOLERANCE * p[:, spam]
     return np.where(is_spam, spam, best_other)
+
+
+def predicted_labels(proba: np.ndarray, classes: Sequence[str], positive: str | None) -> list[str]:
+    """The classes of :func:`predicted_columns`."""
+    return [classes[c] for c in predicted_columns(proba, classes, positive)]
 
 
 def evaluation_report(

@@ -338,7 +338,7 @@ def test_explained_token_weights_add_up_to_the_log_odds(event_model):
 def test_log_sum_exp_matches_scipys():
     from scipy.special import logsumexp
 
-    from spamnb.model import log_sum_exp
+    from spamnb.scores import log_sum_exp
 
     rng = np.random.default_rng(0)
     values = rng.normal(size=(6, 3)) * 900  # exp() of these overflows and underflows
