@@ -311,8 +311,8 @@ def parallel_options(command: Callable) -> Callable:
         "-j",
         "--jobs",
         type=click.IntRange(min=1),
-        help="Processes that tokenize and count in parallel [default: every core but one; "
-        "classify on Linux: every core].",
+        help="Processes that tokenize and count in parallel [default: every core on "
+        "Linux, where workers are forked; elsewhere every core but one].",
     )(func)
 
 
@@ -692,8 +692,9 @@ def learn_streaming(
             yield [item.data for item, _ in batch], [label for _, label in batch]
 
     try:
-        with progress_bar("Learning", None) as advance:
-            return learn_batches(spam_filter, batches(), on_step=advance, **workers)
+        return learn_batches(
+            spam_filter, batches(), progress=lambda: progress_bar("Learning", None), **workers
+        )
     except (DaskMissing, WorkerDied) as exc:
         raise fail(str(exc)) from None
     except OSError as exc:

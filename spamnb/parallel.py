@@ -11,9 +11,10 @@ so it grows with the vocabulary, not with the number of messages.
 
 Workers run ``count_batch`` (or, to score through a model's table, ``score_batch``):
 module-level functions of bytes and tokenizer settings, so they pickle to another
-process or another machine.  Scoring is the exception: its workers count straight
-into the model's vocabulary, or score through its table, which they get by being
-forked from the process that loaded it (see :func:`batch_counter`).
+process or another machine.  Where processes can be forked (Linux), local workers are
+forked from this one instead of started afresh: they start at once, with nothing to
+import, and scoring's workers count straight into the model's vocabulary, or score
+through its table, which they hold as the parent did (see :func:`batch_counter`).
 """
 
 from __future__ import annotations
@@ -161,24 +162,24 @@ def batched(items: Iterable[Item], size: int = BATCH_SIZE) -> Iterator[list[Item
         yield batch
 
 
-def default_jobs(*, scoring: bool = False) -> int:
-    """Every core this process may use but one, which the parent needs to merge;
-    every core for scoring where workers can be forked.
+def default_jobs() -> int:
+    """Every core this process may use where workers can be forked; elsewhere every
+    core but one, which the parent needs to merge.
 
-    On two cores, two training workers and the merging parent now beat one process
-    (6.2 s against 7.3 s for 4,232 messages in make bench, 2026-11-23), but each
-    worker holds a vocabulary and counts of its own: 432 MB for all processes against
-    257 MB, where make bench-scale's 100,000 messages peaked at 587 MB in one process
-    (the target is 600).  So training keeps one process there (--jobs 2 for the
-    speed).  Scoring's forked workers share what the parent opened (the model's
-    vocabulary, or its scoring table) and leave it little or nothing to do per batch:
-    974 messages a second against 697 when they counted into the vocabulary.
+    Forked workers start at once and leave the parent little to do per batch: for
+    scoring, nothing or one sparse product (974 messages a second on two cores
+    against 697 when they counted into the vocabulary); for training, mapping each
+    batch onto the vocabulary while they tokenize the next ones (4,232 messages in
+    4.7 to 4.9 s on two cores against 6.1 s in one process, 2026-11-24).  Workers
+    started afresh (loky's, where fork is not offered) import numpy and scipy each
+    and hold a vocabulary of their own: two of them trained in 5.3 s there, and all
+    processes held 432 MB against one process's 257 MB.
     """
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not on Linux
         cores = os.cpu_count() or 1
-    if scoring and can_fork():
+    if can_fork():
         return cores
     return max(cores - 1, 1)
 
@@ -191,11 +192,11 @@ def can_fork() -> bool:
     return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
-# What forked scoring workers run on each batch: counting into the model's vocabulary,
-# or scoring through its table.  Set in the parent just before the workers are forked,
-# so each has it as the parent had it, without pickling: sending a 500,000-token
-# vocabulary to each worker, or mapping a batch vocabulary onto it in the parent, cost
-# more than counting in one process did.
+# What forked workers run on each batch: counting over the batch's own vocabulary
+# (training), counting into the model's vocabulary, or scoring through its table.  Set
+# in the parent just before the workers are forked, so each has it as the parent had
+# it, without pickling: sending a 500,000-token vocabulary to each worker, or mapping a
+# batch vocabulary onto it in the parent, cost more than counting in one process did.
 _inherited_work: Callable[[Sequence[bytes], bool], BatchCounts] | None = None
 
 
@@ -237,12 +238,12 @@ def batch_counter(
 
     ``jobs`` 1 counts in this process, over ``vocabulary`` when one is given (see
     :func:`count_batch`), or scores through ``scorer`` (see :func:`score_batch`).
-    More run in that many worker processes: given a ``vocabulary`` or a ``scorer``
-    where processes can be forked, workers forked here and now count or score with
-    it, so enter this before starting any thread (a progress bar): a process forked
-    while another thread holds a lock can hang.  Otherwise they count over each
-    batch's own vocabulary, or hash each batch's tokens for this process's scorer
-    (joblib's loky backend, its pool kept for every call).  ``backend`` "dask" runs
+    More run in that many worker processes.  Where processes can be forked, workers
+    forked here and now do the same, with the ``vocabulary`` or ``scorer`` as this
+    process has it, so enter this before starting any thread (a progress bar): a
+    process forked while another thread holds a lock can hang.  Otherwise they count
+    over each batch's own vocabulary, or hash each batch's tokens for this process's
+    scorer (joblib's loky backend, its pool kept for every call).  ``backend`` "dask" runs
     it on the Dask cluster whose scheduler is at ``scheduler`` (an address such as
     tcp://HOST:8786), on every thread the cluster has.  The caller reads the mail
     itself, a list of batches at a time, so that a bad path fails in the caller,
@@ -267,7 +268,7 @@ def batch_counter(
 
         yield count_here
         return
-    if backend == "local" and (vocabulary is not None or scorer is not None) and can_fork():
+    if backend == "local" and can_fork():
         from concurrent.futures.process import BrokenProcessPool
 
         with _forked_pool(work_here, jobs) as pool:
@@ -306,7 +307,7 @@ def batch_counter(
 @contextmanager
 def _forked_pool(work: Callable[[Sequence[bytes], bool], BatchCounts], jobs: int) -> Iterator[Any]:
     """``jobs`` worker processes forked now, each running ``work`` on the batches it
-    is given, with everything ``work`` holds (a model's vocabulary or table).
+    is given, with everything ``work`` holds (a model's vocabulary or table, if any).
 
     concurrent.futures rather than multiprocessing.Pool: a Pool whose worker is
     killed (out of memory, say) waits for its batch for ever, where the executor
@@ -414,8 +415,14 @@ def counted_in_order(
     more than they save.
     """
     if jobs is None:
-        jobs = default_jobs(scoring=vocabulary is not None or scorer is not None)
-    window = 1 if jobs == 1 and backend == "local" else 4 * max(jobs, 2)
+        jobs = default_jobs()
+    # Two batches a local worker: one to tokenize, the next queued.  Every batch held
+    # for mapping is more memory (training 100,000 messages with two workers peaked at
+    # 629 MB with four a worker, 614 with two); a cluster's workers are farther away.
+    if jobs == 1 and backend == "local":
+        window = 1
+    else:
+        window = (2 if backend == "local" else 4) * max(jobs, 2)
     groups = batched(batches, window)
     first = next(groups, [])
     if backend == "local" and len(first) < 2:

@@ -147,13 +147,32 @@ def train_cli(model: Path, sample_maildir: Path, *extra: str) -> dict:
     return json.loads(result.stdout)
 
 
-def test_train_jobs_one_and_two_write_the_same_model(tmp_path, sample_maildir, monkeypatch):
+def forked_pools(monkeypatch) -> list[int]:
+    """The number of workers of each pool forked from now on."""
+    pools: list[int] = []
+    real_pool = parallel._forked_pool
+
+    def counted_pool(work, jobs):
+        pools.append(jobs)
+        return real_pool(work, jobs)
+
+    monkeypatch.setattr("spamnb.parallel._forked_pool", counted_pool)
+    return pools
+
+
+@pytest.mark.parametrize("forked", [True, False])
+def test_train_jobs_one_and_two_write_the_same_model(tmp_path, sample_maildir, monkeypatch, forked):
     # Batches of 5, so that two workers really share the sample's 60 messages.
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    if not forked:
+        monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
+    pools = forked_pools(monkeypatch)
     one = train_cli(tmp_path / "one.joblib", sample_maildir, "--jobs", "1")
     two = train_cli(tmp_path / "two.joblib", sample_maildir, "--jobs", "2")
     assert one["learned"] == two["learned"] == 60
     assert_same_model(load(tmp_path / "one.joblib"), load(tmp_path / "two.joblib"))
+    # Forked from this process on Linux; started afresh by loky elsewhere.
+    assert pools == ([2] if forked and sys.platform.startswith("linux") else [])
 
 
 @pytest.mark.parametrize("explain", [True, False], ids=["model", "table"])
@@ -171,16 +190,9 @@ def test_classify_jobs_one_and_two_print_the_same(
     assert parallel.can_fork() == sys.platform.startswith("linux")
     if not forked:
         monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
-    pools = []
-    real_pool = parallel._forked_pool
-
-    def counted_pool(work, jobs):
-        pools.append(jobs)
-        return real_pool(work, jobs)
-
-    monkeypatch.setattr("spamnb.parallel._forked_pool", counted_pool)
     model = tmp_path / "model.joblib"
     train_cli(model, sample_maildir)
+    pools = forked_pools(monkeypatch)
     import spamnb.store
 
     loads = []
@@ -203,12 +215,11 @@ def test_classify_jobs_one_and_two_print_the_same(
         assert all(row["explanation"]["tokens"] > 0 for row in rows)
 
 
-def test_scoring_workers_take_every_core_where_they_can_be_forked(monkeypatch):
+def test_workers_take_every_core_where_they_can_be_forked(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
-    assert parallel.default_jobs() == 3
-    assert parallel.default_jobs(scoring=True) == (4 if parallel.can_fork() else 3)
+    assert parallel.default_jobs() == (4 if parallel.can_fork() else 3)
     monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
-    assert parallel.default_jobs(scoring=True) == 3
+    assert parallel.default_jobs() == 3
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers are Linux's")
@@ -296,7 +307,12 @@ def test_a_worker_that_died_idle_is_reported_at_the_next_batches(sample_maildir)
     batches = list(batched(messages, 5))
     with batch_counter(spam_filter.settings, jobs=2, vocabulary=spam_filter.vocabulary) as count:
         assert len(list(count(batches[:2], False))) == 2
-        worker = multiprocessing.active_children()[0]
+        # Not loky's: its reusable workers, from tests before, may still be about.
+        worker = next(
+            child
+            for child in multiprocessing.active_children()
+            if isinstance(child, multiprocessing.context.ForkProcess)
+        )
         os.kill(worker.pid, signal.SIGKILL)
         worker.join(10)
         with pytest.raises(parallel.WorkerDied, match="--jobs 1"):
