@@ -847,9 +847,8 @@ def classify(
             raise fail(f"--explain needs a model with a spam class (it has {spam_filter.classes})")
     check_stdin_once(paths)
     check_paths_exist(paths)
-    from itertools import chain
 
-    from .parallel import BATCH_SIZE, batched, counted_in_order
+    from .parallel import BATCH_SIZE, batched, counted_in_order, started
 
     # Messages are read, counted and scored a batch at a time (one sparse product, or
     # one search of the table, each), so a folder of any size takes memory for a batch,
@@ -868,12 +867,10 @@ def classify(
         scorer=scorer,
         **workers,
     )
-    counted_batches = workers_reported(counted_batches)
-    # The first batch starts the workers, which may be forked from this process: before
-    # the progress bar's thread exists (see parallel.batch_counter).
-    first = next(counted_batches, None)
+    # Started before the progress bar's thread exists: the workers may be forked.
+    counted_batches = started(workers_reported(counted_batches))
     with progress_bar("Classifying", None) as advance:
-        for items, counted in chain([first] if first else [], counted_batches):
+        for items, counted in counted_batches:
             if scorer is not None:
                 print_verdicts(scorer, items, *counted.scored_by(scorer), as_json)
                 advance(len(items))

@@ -53,6 +53,7 @@ __all__ = [
     "counted_in_order",
     "default_jobs",
     "score_batch",
+    "started",
 ]
 
 # Big enough that shipping a batch to a worker costs little beside tokenizing it,
@@ -154,6 +155,14 @@ def score_batch(
     if scorer is None:
         return BatchCounts(None, None, digests, hashed.lengths, hashed=hashed)
     return BatchCounts(None, None, digests, hashed.lengths, scores=scorer.score_hashed(hashed))
+
+
+def started(results: Iterator[Item]) -> Iterator[Item]:
+    """The same items, the first already taken: counting it starts the workers behind
+    ``results``, forking them if they are forked, so call this before starting any
+    thread (a progress bar) (see :func:`batch_counter`)."""
+    first = list(islice(results, 1))
+    return chain(first, results)
 
 
 def batched(items: Iterable[Item], size: int = BATCH_SIZE) -> Iterator[list[Item]]:

@@ -19,7 +19,6 @@ import heapq
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, closing, nullcontext
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ import scipy.sparse as sp
 
 from .counts import cut_flags
 from .filter import SpamFilter
-from .parallel import BatchCounts, counted_in_order
+from .parallel import BatchCounts, counted_in_order, started
 
 __all__ = ["CALIBRATION_SAMPLE", "CalibrationSample", "learn_batches"]
 
@@ -190,10 +189,10 @@ def learn_batches(
         with_digests=True,
     )
     # Closed on the way out, so that an error or Ctrl-C stops the workers at once.
-    with closing(counting) as counted_batches:
-        first = next(counted_batches, None)
+    with closing(counting):
+        counted_batches = started(counting)
         with progress() if progress is not None else nullcontext(None) as on_step:
-            for batch, counted in chain([first] if first else [], counted_batches):
+            for batch, counted in counted_batches:
                 _learn_batch(spam_filter, batch, counted, outcome, sample)
                 if on_step is not None:
                     on_step(len(batch[1]))

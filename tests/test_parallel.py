@@ -437,3 +437,18 @@ def test_merge_errors(tmp_path, sample_maildir):
     broken.write_bytes(b"not a model")
     assert_one_line_error(run("merge", tmp_path / "out.joblib", model, broken))
     assert not (tmp_path / "out.joblib").exists()
+
+
+def test_started_takes_the_first_item_now_and_yields_them_all():
+    taken = []
+
+    def results():
+        for n in range(3):
+            taken.append(n)
+            yield n
+
+    begun = parallel.started(results())
+    # The first batch is counted before the caller goes on (to start a progress bar).
+    assert taken == [0]
+    assert list(begun) == [0, 1, 2]
+    assert list(parallel.started(iter([]))) == []
