@@ -799,7 +799,31 @@ def _marked_section_end(markup: str, i: int, absent: list[int]) -> int:
 # ---------------------------------------------------------------------------
 
 
-_MAX_PUNYCODE_BYTES = 1024
+# Python's codecs that decode text but are no charset of mail: escapes and labels of
+# Python's own, a Windows-only pair, and "undefined", which always raises.  Mail that
+# names one is hostile or broken: unicode_escape turned "\\q" into a
+# DeprecationWarning (and "\\N{...}" into a name lookup), and punycode took time
+# quadratic in its length, 0.6 s for 80 kB.
+_NOT_MAIL_CODECS = frozenset(
+    {"unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined", "charmap"}
+    | {"mbcs", "oem"}
+)
+
+
+@lru_cache(maxsize=256)
+def _mail_codec(charset: str) -> str | None:
+    """The codec for a charset mail names, or None if it is no charset of mail.
+
+    Bytes-to-bytes codecs such as base64 or rot13 are not text encodings at all.
+    """
+    try:
+        info = codecs.lookup(charset)
+    except (LookupError, ValueError, TypeError):
+        return None
+    if not getattr(info, "_is_text_encoding", True):
+        return None
+    name = info.name.replace("_", "-")
+    return None if name in _NOT_MAIL_CODECS else info.name
 
 
 def _decode_bytes(payload: bytes, charset: str | None) -> tuple[str, str | None]:
@@ -811,24 +835,16 @@ def _decode_bytes(payload: bytes, charset: str | None) -> tuple[str, str | None]
     """
     trouble = None
     if charset:
-        try:
-            codec = codecs.lookup(charset).name
-        except (LookupError, ValueError):
-            codec = None
+        codec = _mail_codec(charset)
+        if codec is None:
             trouble = "charset:unknown"
-        if codec == "punycode" and len(payload) > _MAX_PUNYCODE_BYTES:
-            # Python decodes punycode in time quadratic in its length (it inserts each
-            # character into the string built so far): 80 kB took 0.6 s.  It is
-            # meant for domain labels of 63 characters, not mail.
-            codec = None
-            trouble = "charset:unknown"
-        if codec:
+        else:
             try:
                 return payload.decode(codec), None
             except (UnicodeDecodeError, ValueError):
                 trouble = "charset:lying"
             except LookupError:
-                # A bytes-to-bytes codec such as base64 or rot13 named as a charset.
+                # A codec some installed package registered, not marked as bytes-to-bytes.
                 trouble = "charset:unknown"
     try:
         return payload.decode("utf-8"), trouble
@@ -1340,7 +1356,16 @@ class _Message(email.message.Message):
                 params.append((name.strip(), param_value.strip()))
             else:
                 params.append((param.strip(), ""))
-        return email.utils.decode_params(params)
+        decoded = email.utils.decode_params(params)
+        # An RFC 2231 value (charset, language, text) is decoded by the library with
+        # whatever codec its charset names (get_content_charset, get_filename); one
+        # that is no charset of mail is read as ASCII instead.
+        return [
+            (name, (None, v[1], v[2]))
+            if isinstance(v, tuple) and v[0] and _mail_codec(v[0]) is None
+            else (name, v)
+            for name, v in decoded
+        ]
 
 
 def _parse(data: bytes) -> email.message.Message:

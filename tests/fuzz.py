@@ -828,7 +828,22 @@ def _exception_kind(check: str, exc: BaseException) -> str:
 
 
 def check_input(data: bytes, model: str) -> Outcome:
-    """Run every check on one input (in the worker process)."""
+    """Run every check on one input (in the worker process); a warning is a finding.
+
+    The tokenizer once let a charset named unicode_escape reach Python's escape
+    decoder, and the only sign was a DeprecationWarning for an invalid escape.
+    """
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outcome = _run_checks(data, model)
+    for warning in caught:
+        where = f"{Path(warning.filename).name}:{warning.lineno}"
+        kind = f"{warning.category.__name__} in {where}"
+        outcome.problems.append((kind, str(warning.message)[:300]))
+    return outcome
+
+
+def _run_checks(data: bytes, model: str) -> Outcome:
     from spamnb import pipe
     from spamnb.mail import date_header, header_value, message_id
     from spamnb.tokens import tokenize
@@ -889,9 +904,6 @@ def _worker(connection: Connection, parent_end: Connection, model: str) -> None:
     # The fork copied the parent's end too; while it is open here, the parent closing
     # its own copy would never reach this process as the end of its input.
     parent_end.close()
-    # Warnings from the email package (invalid escapes in a charset named
-    # unicode_escape) are Python's, not findings, and would only clutter the output.
-    warnings.simplefilter("ignore")
     # Ctrl-C is for the parent, which stops the run and still reports it; the worker
     # dying of it would look like a crash.
     signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -635,8 +635,35 @@ def test_addresses_are_found_as_finditer_finds_them(pieces):
     assert found == [m.span() for m in tokens_module._ADDRESS_RE.finditer(text)]
 
 
-def test_long_punycode_parts_are_not_decoded():
-    short = message("Subject: x\nContent-Type: text/plain; charset=punycode", "bcher-kva")
-    assert "bücher" in tokenize(short)
-    long = message("Subject: x\nContent-Type: text/plain; charset=punycode", "ab-" + "c" * 2000)
-    assert "charset:unknown" in tokenize(long)
+@pytest.mark.parametrize(
+    "charset", ["punycode", "unicode_escape", "raw-unicode-escape", "idna", "undefined"]
+)
+def test_pythons_own_codecs_are_no_charsets_of_mail(charset):
+    headers = f"Subject: x\nContent-Type: text/plain; charset={charset}"
+    tokens = tokenize(message(headers, "bcher-kva \\N{BULLET} word"))
+    assert "charset:unknown" in tokens
+    assert "bcher-kva" in tokens and "bücher" not in tokens and "•" not in tokens
+
+
+def test_rfc2231_parameters_in_pythons_own_codecs_are_read_as_ascii(recwarn):
+    data = (
+        b"Subject: x\nMIME-Version: 1.0\n"
+        b"Content-Type: text/plain; charset*=unicode_escape''%5Cq\n"
+        b"Content-Disposition: attachment; filename*=unicode_escape''a%5Cq.%5Cx65xe\n"
+        b"\nbody\n"
+    )
+    tokens = tokenize(data)
+    assert not [w for w in recwarn if issubclass(w.category, DeprecationWarning)]
+    assert "filename:ext:exe" not in tokens
+    assert any(t.startswith("filename:ext:") for t in tokens)
+
+
+@pytest.mark.parametrize(
+    "charset, payload, word",
+    [("utf-7", b"+AOk-t+AOk-", "été"), ("koi8-r", "мир".encode("koi8-r"), "мир")],
+)
+def test_real_charsets_are_still_decoded(charset, payload, word):
+    headers = f"Subject: x\nContent-Type: text/plain; charset={charset}"
+    tokens = tokenize(message(headers, payload))
+    assert word in tokens
+    assert "charset:unknown" not in tokens and "charset:lying" not in tokens
