@@ -198,10 +198,17 @@ class SpamFilter:
     def tokenize(
         self, messages: Sequence[bytes], on_each: Callable[[int], None] | None = None
     ) -> list[list[str]]:
-        """Token lists of raw messages; ``on_each(1)`` is called after each (progress)."""
+        """Token lists of raw messages; ``on_each(1)`` is called after each (progress).
+
+        The lists share one string per distinct token: ``evaluate`` holds every
+        message's tokens at once, and the SpamAssassin corpus's 6,046 messages held
+        297 MB of strings with a copy per occurrence, 105 MB shared.
+        """
+        shared: dict[str, str] = {}
+        share = shared.setdefault
         token_lists = []
         for data in messages:
-            token_lists.append(tokenize(data, self.settings))
+            token_lists.append([share(token, token) for token in tokenize(data, self.settings)])
             if on_each is not None:
                 on_each(1)
         return token_lists
@@ -375,7 +382,7 @@ class SpamFilter:
             # the calibration fitted on more mail.
             return False
         log_odds = np.empty(len(labels))
-        lengths = self.model.evidence_lengths(X)
+        lengths = np.empty(len(labels))
         label_array = np.asarray(labels, dtype=object)
         weight = self.mistake_weight()
         if weight:
@@ -387,7 +394,7 @@ class SpamFilter:
         order = self._calibration_order(X, label_array, digests)
         for _train, held_out in stratified_folds(labels, folds, seed=0, order=order):
             X_fold = X[held_out]
-            jll = self.model.held_out_log_likelihood(X_fold, list(label_array[held_out]))
+            jll, lengths[held_out] = self.model.held_out_scores(X_fold, list(label_array[held_out]))
             if weight:
                 # One fold's presence rows at a time: all of them at once would be a
                 # second copy of the calibration sample.

@@ -129,3 +129,26 @@ def test_the_calibration_does_not_follow_the_reading_order(sample_maildir):
         calibrations.append(spam_filter.calibration)
     assert calibrations[0].fitted_on == len(labels)
     assert_same_calibration(calibrations[0], calibrations[1])
+
+
+def test_words_no_other_message_has_leave_its_calibration_score_alone(monkeypatch):
+    # Held out, such words are unknown, as a new message's unknown words are: they
+    # must not count in its length either.
+    token_lists = [["cheap", "pills", "offer", f"s{i % 3}"] for i in range(12)]
+    token_lists += [["meeting", "notes", "friday", f"h{i % 3}"] for i in range(12)]
+    labels = ["spam"] * 12 + ["ham"] * 12
+    digests = [f"{i:04d}" for i in range(24)]
+    scores = []
+
+    def recording_fit(normalised_scores, is_spam):
+        scores.append(np.array(normalised_scores))
+        return fit_platt(normalised_scores, is_spam)
+
+    monkeypatch.setattr("spamnb.filter.fit_platt", recording_fit)
+    for extra in ([], [f"unique{i}" for i in range(40)]):
+        lists = [*token_lists[:-1], token_lists[-1] + extra]
+        spam_filter = SpamFilter()
+        spam_filter.mistakes.weight = 0.0
+        spam_filter.train_tokens(lists, labels)
+        assert spam_filter.fit_calibration(lists, labels, digests=digests)
+    assert scores[1][-1] == pytest.approx(scores[0][-1], rel=1e-9)

@@ -293,7 +293,11 @@ def test_taking_counts_back_scores_as_if_never_trained(event_model):
 @pytest.mark.parametrize("alpha", [1.0, 0.01])
 def test_held_out_scores_equal_those_of_a_copy_without_the_messages(event_model, min_count, alpha):
     rng = np.random.default_rng(min_count)
-    X = sp.csr_matrix(rng.poisson(0.3, size=(90, 70)).astype(float))
+    dense = rng.poisson(0.3, size=(90, 70)).astype(float)
+    # Two words of one message each, in the first and the second fold below.
+    dense[:, :2] = 0
+    dense[0, 0] = dense[2, 1] = 3
+    X = sp.csr_matrix(dense)
     labels = [("spam", "ham", "other")[i % 3] for i in range(90)]
     model = NaiveBayes(event_model=event_model, alpha=alpha, min_count=min_count)
     model.add_counts(X, labels)
@@ -304,8 +308,11 @@ def test_held_out_scores_equal_those_of_a_copy_without_the_messages(event_model,
         without = model.copy()
         without.add_counts(fold, fold_labels, sign=-1)
         expected = without.joint_log_likelihood(fold)
-        got = model.held_out_log_likelihood(fold, fold_labels)
+        got, lengths = model.held_out_scores(fold, fold_labels)
         np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-10)
+        # Words only the fold has are no evidence for the model without it.
+        np.testing.assert_array_equal(lengths, without.evidence_lengths(fold))
+        assert (lengths < model.evidence_lengths(fold)).any()
     # The model itself is untouched.
     assert model.class_counts.sum() == 90
 
