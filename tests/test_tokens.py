@@ -667,3 +667,16 @@ def test_real_charsets_are_still_decoded(charset, payload, word):
     tokens = tokenize(message(headers, payload))
     assert word in tokens
     assert "charset:unknown" not in tokens and "charset:lying" not in tokens
+
+
+def test_fields_mail_programs_write_after_delivery_are_no_tokens():
+    plain = message("From: a@example.com\nSubject: hello there", "some words")
+    filed = message(
+        "From: a@example.com\nStatus: RO\nX-Status: A\nX-Keywords: Junk\nX-UID: 12\n"
+        "X-Mozilla-Status: 0001\nContent-Length: 10\nLines: 1\nX-Spamnb: spam\n"
+        "Subject: hello there",
+        "some words",
+    )
+    assert tokenize(filed) == tokenize(plain)
+    # Other fields still count by name.
+    assert "header:x-other" in tokenize(message("X-Other: 1\nSubject: hello", "words"))
