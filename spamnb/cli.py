@@ -899,12 +899,13 @@ def classify(
 
 
 def workers_reported(results: Iterator[Any]) -> Iterator[Any]:
-    """``results``, with a worker process's death as a one-line error."""
-    from .parallel import WorkerDied
+    """``results``, with a worker process's death, or Dask missing, as a one-line
+    error."""
+    from .parallel import DaskMissing, WorkerDied
 
     try:
         yield from results
-    except WorkerDied as exc:
+    except (DaskMissing, WorkerDied) as exc:
         raise fail(str(exc)) from None
 
 

@@ -62,12 +62,35 @@ def fast_pipe_options(args: Sequence[str]) -> dict[str, Any] | None:
 
 
 def is_pipe_invocation(args: Sequence[str]) -> bool:
-    """Whether the command line asks for `classify --pipe`, however it is spelt."""
+    """Whether the command line asks for `classify --pipe`, however it is spelt, or
+    misspelt: `--pipe` after another command, or an option one letter from it
+    (`--pip`, `--piep`), must still pass the message through."""
+    if any(a.startswith("--") and _near_pipe(a[2:].partition("=")[0]) for a in args):
+        return True
     if "classify" not in args:
         return False
     flags = args[args.index("classify") + 1 :]
-    short = any(a.startswith("-") and not a.startswith("--") and "p" in a[1:] for a in flags)
-    return short or any(a == "--pipe" or a.startswith("--pipe=") for a in flags)
+    return any(a.startswith("-") and not a.startswith("--") and "p" in a[1:] for a in flags)
+
+
+def _near_pipe(name: str) -> bool:
+    """Whether ``name`` is "pipe" or one edit from it (a letter added, dropped,
+    changed, or two swapped); no other option of spamnb is."""
+    target = "pipe"
+    if name == target:
+        return True
+    if abs(len(name) - len(target)) > 1:
+        return False
+    if len(name) == len(target):
+        differ = [i for i in range(len(name)) if name[i] != target[i]]
+        return len(differ) == 1 or (
+            len(differ) == 2
+            and differ[1] == differ[0] + 1
+            and name[differ[0]] == target[differ[1]]
+            and name[differ[1]] == target[differ[0]]
+        )
+    shorter, longer = sorted((name, target), key=len)
+    return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
 
 
 def main() -> None:
@@ -87,7 +110,7 @@ def main() -> None:
     from .cli import main as cli
 
     if not is_pipe_invocation(args):
-        cli(prog_name="spamnb")
+        _run_reporting_output_errors(cli)
         return
     from .pipe import EXIT_ERROR, pass_through
 
@@ -106,3 +129,28 @@ def main() -> None:
         else:
             error = "the message was not filtered"
     sys.exit(pass_through(b"", sys.stdin.buffer, sys.stdout.buffer, sys.stderr, error))
+
+
+def _run_reporting_output_errors(cli: Any) -> None:
+    """Run the command line, a failure to write its output (a full disk, a terminal
+    gone) ending it with one line on stderr and status 1 instead of a traceback.
+
+    click already does this for a closed pipe, and any other error with a file is
+    turned into a one-line error where it happens; what reaches here is stdout's.
+    """
+    import os
+    from contextlib import suppress
+
+    try:
+        try:
+            cli(prog_name="spamnb")
+        finally:
+            # What is still buffered is written now, inside the try, not at exit.
+            if sys.stdout is not None:
+                sys.stdout.flush()
+    except OSError as exc:
+        with suppress(OSError):
+            sys.stderr.write(f"spamnb: cannot write the output: {exc.strerror or exc}\n")
+        # Nothing more may be written to the broken output when Python exits.
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - open until exit
+        sys.exit(1)

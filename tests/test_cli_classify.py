@@ -348,3 +348,20 @@ def test_what_the_table_beside_the_model_decides(tmp_path, sample_maildir, monke
     assert result.exit_code == 0, result.output
     assert result.stdout == fresh.stdout and result.stderr == ""
     assert loads == ([] if case == "symlink" else [given])
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("command", [["classify"], ["classify", "--json"], ["info"], ["top-odds"]])
+def test_an_output_that_cannot_be_written_is_a_one_line_error(model, sample_maildir, command):
+    paths = [str(sample_maildir / "ham")] if command[0] == "classify" else []
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "spamnb", *command, "-m", str(model), *paths],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "spamnb: cannot write the output: No space left on device"
+    ]

@@ -174,6 +174,18 @@ def test_odd_pipe_command_lines_still_deliver_the_mail(model, sample_maildir, ar
     assert len(done.stderr.decode().strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    "args",
+    [["clasify", "--pipe"], ["classify", "--pip"], ["classify", "--piep"], ["--pipe"]],
+    ids=["command-typo", "pip", "piep", "no-command"],
+)
+def test_a_misspelt_pipe_command_still_delivers_the_mail(model, sample_maildir, args):
+    message = sample_messages(sample_maildir, "ham")[3]
+    done = pipe_subprocess([*args, "-m", str(model)], message)
+    assert (done.returncode, done.stdout) == (3, message)
+    assert len(done.stderr.decode().strip().splitlines()) == 1
+
+
 def test_pipe_equals_form_is_still_a_pipe(model, sample_maildir):
     message = sample_messages(sample_maildir, "ham")[3]
     done = pipe_subprocess(["classify", "--pipe=1", "-m", str(model)], message)

@@ -384,6 +384,27 @@ def test_parallel_option_errors(tmp_path, sample_maildir):
     assert not (tmp_path / "m.joblib").exists()
 
 
+@pytest.mark.parametrize("command", ["train", "classify"])
+def test_dask_missing_is_a_one_line_error(tmp_path, sample_maildir, monkeypatch, command):
+    model = tmp_path / "m.joblib"
+    run(
+        "train",
+        "--new",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+    )
+    monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails
+    paths = ["--spam", sample_maildir / "spam"] if command == "train" else [sample_maildir / "spam"]
+    result = run(
+        command, "-m", model, "--backend", "dask", "--scheduler", "tcp://127.0.0.1:1", *paths
+    )
+    assert_one_line_error(result, "pip install 'spamnb[dask]'")
+
+
 # --------------------------------------------------------------------------- merge
 
 
