@@ -957,6 +957,8 @@ def explanation_lines(
 ) -> list[str]:
     """--explain's lines under a verdict; tokens come from the mail, so they are shown
     escaped: a token must not be able to move the cursor or recolour the terminal."""
+    from .report import printable
+
     settings = spam_filter.settings
     lines = []
     if explanation["cut"]["size"]:
@@ -976,13 +978,6 @@ def explanation_lines(
         )
         lines.append(f"toward {toward}: {shown or '(none)'}")
     return lines
-
-
-def printable(text: str) -> str:
-    """``text`` with control and other unprintable characters as escapes."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 @main.command(cls=MultiPathCommand)

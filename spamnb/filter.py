@@ -527,4 +527,8 @@ class SpamFilter:
                 for c in columns
             ]
 
-        return rows(order[::-1][:n], 1.0), rows(order[:n], -1.0)
+        # A table holds only tokens that point its way: with few of them, the rest of
+        # it would be the other class's tokens at ratios below one.
+        towards_positive = order[ratios[order] > 0][::-1][:n]
+        towards_negative = order[ratios[order] < 0][:n]
+        return rows(towards_positive, 1.0), rows(towards_negative, -1.0)

@@ -17,6 +17,7 @@ __all__ = [
     "cross_validation_report",
     "evaluation_report",
     "info_table",
+    "printable",
     "top_odds_tables",
     "training_summary",
     "tuning_report",
@@ -35,8 +36,17 @@ def _table(title: str, *columns: str, right: Iterable[str] = ()) -> Table:
 
 
 def _add_row(table: Table, *cells: str | Text) -> None:
-    # Cells hold paths, labels and tokens from the user's mail: never read them as markup.
-    table.add_row(*(Text(cell) if isinstance(cell, str) else cell for cell in cells))
+    # Cells hold paths, labels and tokens from the user's mail: never read them as
+    # markup, nor pass on the terminal's control sequences a token may carry (a
+    # Subject can colour the screen, or worse).
+    table.add_row(*(Text(printable(cell)) if isinstance(cell, str) else cell for cell in cells))
+
+
+def printable(text: str) -> str:
+    """``text`` with control and other unprintable characters as escapes."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _percent(value: float | None) -> str:

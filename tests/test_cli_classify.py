@@ -168,7 +168,7 @@ def test_explain_without_cuts_and_without_explain(model, sample_maildir):
 
 
 def test_explained_tokens_cannot_drive_the_terminal():
-    from spamnb.cli import printable
+    from spamnb.report import printable
 
     assert printable("cheap") == "cheap"
     assert printable("subject:\x1b[2Jgone\x07") == "subject:\\x1b[2Jgone\\x07"

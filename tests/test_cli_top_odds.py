@@ -45,3 +45,29 @@ def test_unknown_class(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
     run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
     assert_one_line_error(run("top-odds", "-m", model, "--positive", "phishing"), "phishing")
+
+
+def test_each_table_holds_only_tokens_that_point_its_way(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    odds = run_json("top-odds", "-m", model, "-n", "100000", "--min-count", "1")
+    spammy, hammy = odds["towards_positive"], odds["towards_negative"]
+    assert all(row["log_odds_ratio"] > 0 for row in spammy + hammy)
+    # Between them, every token but those the classes share evenly.
+    ratios = load(model).model.log_odds_ratios("spam", "ham")
+    active = load(model).model.active_features()
+    assert len(spammy) == int(((ratios > 0) & active).sum())
+    assert len(hammy) == int(((ratios < 0) & active).sum())
+
+
+def test_tokens_cannot_send_the_terminal_control_sequences(tmp_path):
+    spam = tmp_path / "spam.eml"
+    spam.write_bytes(b"Subject: \x1b[31mred\x1b[0m offer\n\nbuy \x1b]0;title\x07 now\n")
+    ham = tmp_path / "ham.eml"
+    ham.write_bytes(b"Subject: lunch\n\nsee you at noon\n")
+    model = tmp_path / "model.joblib"
+    run("train", "-m", model, "--spam", spam, "--ham", ham)
+    human = run("top-odds", "-m", model, "-n", "50", "--min-count", "1")
+    assert human.exit_code == 0
+    assert "\x1b" not in human.stdout and "\x07" not in human.stdout
+    assert "\\x1b" in human.stdout
