@@ -188,12 +188,15 @@ EVENT_MODELS = ("multinomial", "boolean", "bernoulli")
 FEATURE_SELECTIONS = ("ig", "df")
 
 
-def _finite_alpha(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    # k=0 is the unsmoothed MLE, where one word unseen in a class vetoes it outright:
-    # no use for filtering mail, so the CLI asks for k > 0 (the library allows 0).
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"{value} is not a finite number")
-    return value
+class FiniteRange(click.FloatRange):
+    """click's FloatRange without "nan" and "inf", which float() accepts and every
+    comparison with a bound lets through (a weight of nan made a model unloadable)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value} is not a finite number", param, ctx)
+        return number
 
 
 # The tokenizer's settings among them are fixed when a model is created.
@@ -219,7 +222,7 @@ def scoring_options(command: Callable) -> Callable:
 
     func = click.option(
         "--mistake-weight",
-        type=click.FloatRange(min=0, max=1),
+        type=FiniteRange(min=0, max=1),
         help="Weight of the mistake table (the hard mail, counted as CRM114 trains) "
         "against the counts of all mail; 0 turns it off, and training with 0 leaves it "
         "empty [model's: 0.5].",
@@ -259,8 +262,10 @@ def scoring_options(command: Callable) -> Callable:
     )(func)
     func = click.option(
         "--alpha",
-        type=click.FloatRange(min=0, max=1e6, min_open=True),
-        callback=_finite_alpha,
+        # k=0 is the unsmoothed MLE, where one word unseen in a class vetoes it
+        # outright: no use for filtering mail, so the CLI asks for k > 0 (the library
+        # allows 0).
+        type=FiniteRange(min=0, max=1e6, min_open=True),
         help="Smoothing strength k > 0: 1 is Laplace, below 1 Lidstone [model's: 0.01].",
     )(func)
     return click.option(
@@ -571,12 +576,12 @@ def main() -> None:
 )
 @click.option(
     "--ham-cutoff",
-    type=click.FloatRange(0, 1),
+    type=FiniteRange(0, 1),
     help="Calibrated spam score at or below which --pipe says Ham [chosen from the data].",
 )
 @click.option(
     "--spam-cutoff",
-    type=click.FloatRange(0, 1),
+    type=FiniteRange(0, 1),
     help="Calibrated spam score at or above which --pipe says Spam [chosen from the data].",
 )
 @click.option("--new", is_flag=True, help="Start a new model instead of adding to an existing one.")
@@ -987,7 +992,7 @@ def explanation_lines(
 @scoring_options
 @click.option(
     "--test-size",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=FiniteRange(0, 1, min_open=True, max_open=True),
     help="Split the mail (stratified), train a new model on the rest, test on this share.",
 )
 @click.option(
@@ -1537,7 +1542,7 @@ def _fp_rate(text: str) -> float:
 )
 @click.option(
     "--test-size",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    type=FiniteRange(0, 1, min_open=True, max_open=True),
     help="First set aside this share (stratified) as a test part: tune on the rest only, "
     "then test the chosen setting on it once.",
 )

@@ -335,6 +335,17 @@ def test_alpha_must_be_positive_and_finite(tmp_path, sample_maildir, alpha):
     assert not (tmp_path / "m.joblib").exists()
 
 
+@pytest.mark.parametrize("option", ["--mistake-weight", "--ham-cutoff", "--spam-cutoff"])
+@pytest.mark.parametrize("value", ["nan", "inf"])
+def test_weights_and_cutoffs_must_be_finite(tmp_path, sample_maildir, option, value):
+    # float() takes "nan", and nan passes every comparison with a range's bounds.
+    result = run(
+        "train", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam", option, value
+    )
+    assert result.exit_code == 2 and option in result.stderr
+    assert not (tmp_path / "m.joblib").exists()
+
+
 def test_labels_are_shown_literally_not_as_markup(tmp_path, sample_maildir):
     result = run(
         "train",
