@@ -1360,17 +1360,34 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 
 
 def write_text_atomically(path: Path, text: str) -> None:
-    """Write next to the target and rename, so a reader never sees half a file."""
+    """Write next to the target and rename, so a reader never sees half a file.
+
+    A symlink is followed and its target replaced, and a device or a FIFO
+    (``/dev/stdout``, a pipe to another program) is written to as it is, never
+    replaced by a file.  File names that are not UTF-8 are written as their bytes.
+    """
+    import stat
     import tempfile
 
     try:
-        descriptor, temporary = tempfile.mkstemp(
-            dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}."
-        )
+        data = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that no file name made
+        data = text.encode("utf-8", "backslashreplace")
+    target = Path(os.path.realpath(path))
+    try:
         try:
-            with os.fdopen(descriptor, "w", encoding="utf-8") as out:
-                out.write(text)
-            os.replace(temporary, path)
+            mode = target.stat().st_mode
+        except FileNotFoundError:
+            mode = None
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            with open(target, "wb") as out:
+                out.write(data)
+            return
+        descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+        try:
+            with os.fdopen(descriptor, "wb") as out:
+                out.write(data)
+            os.replace(temporary, target)
         except BaseException:
             os.unlink(temporary)
             raise

@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import hashlib
 import os
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -293,9 +294,15 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
     if path.is_dir():
         raise ModelFileError(f"{path} is a directory, not a model file")
     try:
-        with open(path, "rb") as stream:
+        # Without blocking: opening a FIFO for reading waits for a writer, forever.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(descriptor, "rb") as stream:
+            status = os.fstat(descriptor)
+            if not stat.S_ISREG(status.st_mode):
+                raise ModelFileError(_not_regular(path))
+            os.set_blocking(descriptor, True)
             if not trust:
-                check_trusted(os.fstat(stream.fileno()), path)
+                check_trusted(status, path)
             header = stream.read(HEADER_SIZE)
             if header.startswith(FILE_MAGIC):
                 _verify_checksum(stream, header, path)
@@ -379,6 +386,7 @@ def training_lock(path: Path) -> Iterator[None]:
     import fcntl
 
     path = Path(os.path.realpath(path))
+    _refuse_other_than_a_file(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
@@ -403,16 +411,36 @@ def save(spam_filter: SpamFilter, path: Path) -> int:
     """Write the model atomically, then its pipe scoring table; returns the model's size.
 
     A symlinked model is updated where the link points, and an existing model keeps
-    its permissions; a new one is private (0600), since its tokens come from your mail.
+    its permissions but others' write access, without which no command would load it
+    again; a new one is private (0600), since its tokens come from your mail.  Only
+    a regular file is replaced: a device or a FIFO at the path is refused.
     """
     path = Path(os.path.realpath(path))
+    _refuse_other_than_a_file(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        mode = path.stat().st_mode & 0o777 if path.exists() else None
+        mode = path.stat().st_mode & 0o755 if path.exists() else None
     except OSError as exc:
         raise ModelFileError(f"cannot write model {path}: {exc.strerror or exc}") from None
     with interrupts_deferred():
         return _save_pair(spam_filter, path, mode)
+
+
+def _not_regular(path: Path) -> str:
+    return f"{path} is not a regular file (a device, a FIFO or a socket), so not a model"
+
+
+def _refuse_other_than_a_file(path: Path) -> None:
+    """Refuse to write a model over anything but a regular file (as root, over
+    /dev/null itself)."""
+    try:
+        status = path.stat()
+    except OSError:
+        return  # nothing there yet, or nothing we could see: the write will tell
+    if stat.S_ISDIR(status.st_mode):
+        raise ModelFileError(f"{path} is a directory, not a model file")
+    if not stat.S_ISREG(status.st_mode):
+        raise ModelFileError(_not_regular(path))
 
 
 @contextmanager

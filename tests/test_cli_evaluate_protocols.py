@@ -298,3 +298,52 @@ def test_enron1_online_trec_measures_agree_with_the_predictions(tmp_path, real_c
     expected_lam = 1 / (1 + math.exp(-(logit(hm) + logit(sm)) / 2))
     assert trec["lam"] == pytest.approx(expected_lam)
     assert report["accuracy"] >= 0.95
+
+
+def test_predictions_follow_a_symlink_and_write_into_a_fifo(tmp_path, sample_maildir):
+    import os
+    import threading
+
+    target = tmp_path / "real.tsv"
+    target.write_text("old\n")
+    link = tmp_path / "link.tsv"
+    link.symlink_to(target)
+    run_json(*sample_args(sample_maildir), "--test-size", "0.3", "--predictions", link)
+    assert link.is_symlink()
+    assert target.read_text().startswith("position\tsource\tlabel\t")
+    # A FIFO (as /dev/stdout may be) is written to, not replaced by a file.
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    run_json(*sample_args(sample_maildir), "--test-size", "0.3", "--predictions", fifo)
+    reader.join(timeout=30)
+    assert fifo.is_fifo()
+    assert received and received[0] == target.read_bytes()
+
+
+def test_predictions_keep_file_names_that_are_not_utf8(tmp_path, sample_maildir):
+    import os
+    import shutil
+
+    ham = tmp_path / "ham"
+    shutil.copytree(sample_maildir / "ham" / "cur", ham)
+    first = sorted(ham.iterdir())[0]
+    odd = os.fsencode(ham) + b"/bad\xffname"
+    os.rename(first, odd)
+    predictions = tmp_path / "p.tsv"
+    result = run(
+        "evaluate",
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        ham,
+        "--folds",
+        "3",
+        "--predictions",
+        predictions,
+        "--json",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert odd in predictions.read_bytes()

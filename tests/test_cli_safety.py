@@ -240,3 +240,39 @@ def test_a_model_in_the_current_directory_is_never_loaded_implicitly(
     message = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
     piped = run("classify", "--pipe", input=message)
     assert piped.exit_code == 3 and piped.stdout_bytes == message
+
+
+def test_a_model_path_that_is_no_regular_file_is_refused_and_left_alone(tmp_path, sample_maildir):
+    import stat
+
+    fifo = tmp_path / "model.fifo"
+    os.mkfifo(fifo)
+    # Loading would wait forever for a writer; writing would replace the FIFO.
+    for args in (
+        ["info"],
+        ["classify", sample_maildir / "ham"],
+        ["train", "--new", "--spam", sample_maildir / "spam"],
+    ):
+        result = run(*args[:1], "-m", fifo, *args[1:])
+        assert_one_line_error(result, "not a regular file")
+        assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert not (tmp_path / "model.fifo.lock").exists()
+
+
+def test_a_model_others_could_write_is_saved_without_their_write_access(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    model.chmod(0o666)
+    result = run(
+        "train",
+        "--new",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam",
+        "--ham",
+        sample_maildir / "ham",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert model.stat().st_mode & 0o777 == 0o644
+    assert run("info", "-m", model).exit_code == 0
