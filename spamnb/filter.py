@@ -261,13 +261,16 @@ class SpamFilter:
         training in batches can calibrate once on a sample of them."""
         add: dict[str, int] = {}  # digest -> row, so a repeat in this batch wins once
         moved: list[tuple[int, str]] = []
-        known = 0
+        known = relabelled = 0
         for i, (digest, label) in enumerate(zip(digests, labels, strict=True)):
             if digest in add:
                 if labels[add[digest]] == label:
                     known += 1
                 else:
-                    add[digest] = i  # the later label wins; nothing was counted yet
+                    # The later label wins, nothing was counted yet; reported as a
+                    # move, as it is when the copies fall in different batches.
+                    add[digest] = i
+                    relabelled += 1
                 continue
             before = self.trained.get(digest)
             if before == label:
@@ -290,7 +293,7 @@ class SpamFilter:
             self.updated = _now()
         outcome = {
             "learned": len(add) - len(moved),
-            "moved": len(moved),
+            "moved": len(moved) + relabelled,
             "known": known,
             "by_class": {c: new_labels.count(c) for c in dict.fromkeys(new_labels)},
         }

@@ -163,6 +163,61 @@ def test_a_message_filed_and_read_since_moves_and_is_forgotten_exactly(tmp_path,
     assert forgotten.model.token_counts.sum() < before.sum()
 
 
+def test_a_message_given_under_both_labels_at_once_is_reported_moved(tmp_path, sample_maildir):
+    message = sorted((sample_maildir / "ham" / "cur").iterdir())[0]
+    spam, ham = tmp_path / "spam", tmp_path / "ham"
+    spam.mkdir()
+    ham.mkdir()
+    (spam / "copy").write_bytes(message.read_bytes())
+    (ham / "copy").write_bytes(message.read_bytes())
+    for other in sorted((sample_maildir / "spam" / "cur").iterdir())[:2]:
+        (spam / other.name).write_bytes(other.read_bytes())
+    model = tmp_path / "model.joblib"
+    summary = run_json("train", "--new", "-m", model, "--spam", spam, "--ham", ham)
+    # Four files, three messages: the later label wins, and the change is counted.
+    assert (summary["learned"], summary["moved"], summary["known"]) == (3, 1, 0)
+    assert summary["classes"]["ham"]["total"] == 1
+
+
+def test_forgetting_mail_never_trained_says_so_in_one_line(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run(
+        "train",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam" / "cur",
+        "--ham",
+        sample_maildir / "ham",
+    )
+    result = run("train", "-m", model, "--forget", sample_maildir / "spam" / "new")
+    assert result.exit_code == 0
+    assert "forgot 0 (2 never trained);" in result.stdout
+
+
+def test_a_class_new_to_the_model_is_warned_of(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    run(
+        "train",
+        "-m",
+        model,
+        "--spam",
+        sample_maildir / "spam" / "cur",
+        "--ham",
+        sample_maildir / "ham",
+    )
+    typo = run("train", "-m", model, "--label", f"Spam={sample_maildir / 'spam' / 'new'}")
+    assert typo.exit_code == 0
+    assert typo.stderr.splitlines() == [
+        "Warning: adding the class 'Spam' to the model's 'spam', 'ham' (did you mean 'spam'?)"
+    ]
+    # Known classes, and a first training, warn of nothing.
+    known = run("train", "-m", model, "--spam", sample_maildir / "spam" / "new")
+    assert known.stderr == ""
+    first = run("train", "-m", tmp_path / "new.joblib", "--label", f"news={sample_maildir / 'ham'}")
+    assert first.stderr == ""
+
+
 def test_one_flag_takes_several_paths(tmp_path, sample_maildir):
     spam_files = sorted((sample_maildir / "spam" / "cur").iterdir())[:3]
     summary = run_json(
