@@ -890,6 +890,13 @@ def classify(
     if pipe:
         if paths:
             raise fail("--pipe reads one message from standard input; give no PATH")
+        # The filter scores with the model's own settings, and its output is the mail.
+        unused = [
+            f"--{name.replace('_', '-')}" for name, value in scoring.items() if value is not None
+        ]
+        unused += [flag for flag, given in (("--json", as_json), ("--explain", explain)) if given]
+        if unused:
+            raise fail(f"{', '.join(unused)} cannot be used with --pipe")
         filter_pipe(model_path, header_name, exit_zero, max_size, sys.stdin.buffer)
     if not paths:
         raise fail("give messages to classify: PATH... ('-' for standard input), or --pipe")

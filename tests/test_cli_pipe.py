@@ -186,6 +186,18 @@ def test_a_misspelt_pipe_command_still_delivers_the_mail(model, sample_maildir, 
     assert len(done.stderr.decode().strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize(
+    "args", [["--json"], ["--explain"], ["--alpha", "0.1"], ["--no-word-pairs"]]
+)
+def test_options_the_pipe_would_ignore_are_refused_and_the_mail_delivered(
+    model, sample_maildir, args
+):
+    message = sample_messages(sample_maildir, "ham")[3]
+    done = pipe_subprocess(["classify", "--pipe", "-m", str(model), *args], message)
+    assert (done.returncode, done.stdout) == (3, message)
+    assert done.stderr.decode().strip().endswith("cannot be used with --pipe")
+
+
 def test_pipe_equals_form_is_still_a_pipe(model, sample_maildir):
     message = sample_messages(sample_maildir, "ham")[3]
     done = pipe_subprocess(["classify", "--pipe=1", "-m", str(model)], message)
