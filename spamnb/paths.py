@@ -31,8 +31,12 @@ def default_model_file(environ: dict[str, str] | None = None) -> str:
     env = os.environ if environ is None else environ
     if env.get("SPAMNB_MODEL"):
         return os.path.expanduser(env["SPAMNB_MODEL"])
-    data_home = env.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return os.path.join(os.path.expanduser(data_home), "spamnb", "model.joblib")
+    data_home = os.path.expanduser(env.get("XDG_DATA_HOME") or "")
+    if not os.path.isabs(data_home):
+        # The XDG specification: a relative path is invalid and to be ignored (it
+        # would point wherever the command happens to run).
+        data_home = os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(data_home, "spamnb", "model.joblib")
 
 
 def default_model_path(environ: dict[str, str] | None = None) -> Path:

@@ -140,6 +140,8 @@ def test_default_model_path(tmp_path):
     xdg = default_model_path({"XDG_DATA_HOME": str(tmp_path)})
     assert xdg == tmp_path / "spamnb" / "model.joblib"
     assert default_model_path({}).parts[-4:] == (".local", "share", "spamnb", "model.joblib")
+    # A relative XDG_DATA_HOME is invalid by the XDG specification, and ignored.
+    assert default_model_path({"XDG_DATA_HOME": "rel"}) == default_model_path({})
 
 
 @pytest.mark.parametrize(
