@@ -522,3 +522,21 @@ def test_word_pairs_are_chosen_when_a_model_is_created(tmp_path, sample_maildir)
     assert load(model).settings.word_pairs == 1
     report = run_json("evaluate", "--no-word-pairs", *mail, "--test-size", "0.3")
     assert report["protocol"]["word_pairs"] is False
+
+
+def test_every_json_key_of_train_merge_and_info_is_documented(tmp_path, sample_maildir):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+
+    def section(name: str) -> str:
+        return readme.split(f"### {name}\n", 1)[1].split("\n### ", 1)[0]
+
+    spam, ham = tmp_path / "spam.joblib", tmp_path / "ham.joblib"
+    trained = run_json("train", "-m", spam, "--spam", sample_maildir / "spam")
+    run_json("train", "-m", ham, "--ham", sample_maildir / "ham")
+    merged = run_json("merge", tmp_path / "all.joblib", spam, ham)
+    described = run_json("info", "-m", tmp_path / "all.joblib")
+    for name, output in (("train", trained), ("merge", merged), ("info", described)):
+        missing = [key for key in output if f"`{key}`" not in section(name)]
+        assert not missing, (name, missing)
