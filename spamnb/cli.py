@@ -444,41 +444,12 @@ def read_labelled(
 def without_copies(
     items: list[MailItem], labels: list[str]
 ) -> tuple[list[MailItem], list[str], dict[str, int]]:
-    """The messages once each, the first copy kept, by the digest train knows them by
-    (Message-ID and body); returns how many copies were left out and how many of
-    those had another label than the kept one.
-
-    A split or cross-validation must not test a message on a model that trained on
-    its copy: Enron1's folders hold 178 such copies among 5,172 files.
-    """
+    """The messages once each (see evaluation.first_copies), and what was left out."""
+    from .evaluation import first_copies
     from .filter import message_digest
 
-    first: dict[str, str] = {}
-    kept_items: list[MailItem] = []
-    kept_labels: list[str] = []
-    copies = {"copies": 0, "relabelled": 0}
-    for item, label in zip(items, labels, strict=True):
-        digest = message_digest(item.data)
-        if digest in first:
-            copies["copies"] += 1
-            copies["relabelled"] += first[digest] != label
-            continue
-        first[digest] = label
-        kept_items.append(item)
-        kept_labels.append(label)
-    return kept_items, kept_labels, copies
-
-
-def copies_warning(copies: Mapping[str, int]) -> dict[str, str] | None:
-    if not copies["copies"]:
-        return None
-    relabelled = copies["relabelled"]
-    also = f", {relabelled:,} of them under another label than the first" if relabelled else ""
-    return {
-        "kind": "copies",
-        "message": f"{copies['copies']:,} messages were copies of others (the same Message-ID "
-        f"and body){also}; each message was used once, as its first copy",
-    }
+    kept, copies = first_copies([message_digest(item.data) for item in items], labels)
+    return [items[i] for i in kept], [labels[i] for i in kept], copies
 
 
 def iter_labelled(
@@ -1212,7 +1183,7 @@ def evaluate(
             )
     except ValueError as exc:
         raise fail(f"cannot evaluate: {exc}") from None
-    from .evaluation import report_warnings, top_odds_section
+    from .evaluation import copies_warning, report_warnings, top_odds_section
 
     top_odds = top_odds_section(trained)
     if top_odds:
@@ -1699,6 +1670,7 @@ def tune(
     Example:
       spamnb tune --spam ~/Maildir/.Junk --ham ~/Maildir --test-size 0.3
     """
+    from .evaluation import copies_warning
     from .filter import SpamFilter
     from .scores import stratified_split
     from .tuning import make_grid

@@ -21,6 +21,13 @@ def run_json(*args: str | Path, input: bytes | None = None) -> dict:
     return json.loads(result.stdout)
 
 
+def train_sample(model: Path, maildir: Path, *extra: str | Path, spam: str = "") -> Result:
+    """``spamnb train -m MODEL`` on the sample Maildir's spam (or its ``spam``
+    subfolder, e.g. "cur") and ham, with ``extra`` options."""
+    spam_path = maildir / "spam" / spam if spam else maildir / "spam"
+    return run("train", "-m", model, "--spam", spam_path, "--ham", maildir / "ham", *extra)
+
+
 def assert_one_line_error(result: Result, *fragments: str) -> None:
     assert result.exit_code != 0
     assert "Traceback" not in result.output

@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from cli_helpers import assert_one_line_error, run, without_added_header
+from cli_helpers import assert_one_line_error, run, train_sample, without_added_header
 
 from spamnb.store import load
 
@@ -261,18 +261,9 @@ def test_a_model_path_that_is_no_regular_file_is_refused_and_left_alone(tmp_path
 
 def test_a_model_others_could_write_is_saved_without_their_write_access(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
-    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    train_sample(model, sample_maildir)
     model.chmod(0o666)
-    result = run(
-        "train",
-        "--new",
-        "-m",
-        model,
-        "--spam",
-        sample_maildir / "spam",
-        "--ham",
-        sample_maildir / "ham",
-    )
+    result = train_sample(model, sample_maildir, "--new")
     assert result.exit_code == 0, result.stderr
     assert model.stat().st_mode & 0o777 == 0o644
     assert run("info", "-m", model).exit_code == 0

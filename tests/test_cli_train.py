@@ -7,7 +7,7 @@ import subprocess
 import sys
 
 import pytest
-from cli_helpers import assert_one_line_error, run, run_json
+from cli_helpers import assert_one_line_error, run, run_json, train_sample
 
 from spamnb import __version__, cli
 from spamnb.model import EVENT_MODELS
@@ -181,15 +181,7 @@ def test_a_message_given_under_both_labels_at_once_is_reported_moved(tmp_path, s
 
 def test_forgetting_mail_never_trained_says_so_in_one_line(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
-    run(
-        "train",
-        "-m",
-        model,
-        "--spam",
-        sample_maildir / "spam" / "cur",
-        "--ham",
-        sample_maildir / "ham",
-    )
+    train_sample(model, sample_maildir, spam="cur")
     result = run("train", "-m", model, "--forget", sample_maildir / "spam" / "new")
     assert result.exit_code == 0
     assert "forgot 0 (2 never trained);" in result.stdout
@@ -197,15 +189,7 @@ def test_forgetting_mail_never_trained_says_so_in_one_line(tmp_path, sample_mail
 
 def test_a_class_new_to_the_model_is_warned_of(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
-    run(
-        "train",
-        "-m",
-        model,
-        "--spam",
-        sample_maildir / "spam" / "cur",
-        "--ham",
-        sample_maildir / "ham",
-    )
+    train_sample(model, sample_maildir, spam="cur")
     typo = run("train", "-m", model, "--label", f"Spam={sample_maildir / 'spam' / 'new'}")
     assert typo.exit_code == 0
     assert typo.stderr.splitlines() == [

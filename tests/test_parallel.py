@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import assert_one_line_error, run
+from cli_helpers import assert_one_line_error, run, train_sample
 from corpus_fixtures import sample_messages
 
 from spamnb import parallel
@@ -387,16 +387,7 @@ def test_parallel_option_errors(tmp_path, sample_maildir):
 @pytest.mark.parametrize("command", ["train", "classify"])
 def test_dask_missing_is_a_one_line_error(tmp_path, sample_maildir, monkeypatch, command):
     model = tmp_path / "m.joblib"
-    run(
-        "train",
-        "--new",
-        "-m",
-        model,
-        "--spam",
-        sample_maildir / "spam",
-        "--ham",
-        sample_maildir / "ham",
-    )
+    train_sample(model, sample_maildir)
     monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails
     paths = ["--spam", sample_maildir / "spam"] if command == "train" else [sample_maildir / "spam"]
     result = run(
