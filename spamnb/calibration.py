@@ -129,6 +129,11 @@ def choose_cutoffs(
     of the ham would be called spam; the ham cut-off the highest at which at most
     ``max_false_negative_rate`` of the spam would be called ham.  Losing good mail is
     the costly mistake, hence the tighter bound on that side.
+
+    The spam cut-off is then kept within [0.5, 0.99] and the ham cut-off within
+    [0.001, 0.5]: a score of 0.99 or more is always Spam, even where more than the
+    bound's share of the held-out ham scored that high (the bound is then missed, and
+    ``train --spam-cutoff`` or ``tune``'s cut-off table go higher).
     """
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(is_spam, dtype=bool)
