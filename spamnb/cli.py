@@ -820,7 +820,8 @@ def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
 @click.option("--exit-zero", is_flag=True, help="With --pipe, exit 0 for every verdict.")
 @click.option(
     "--max-size",
-    type=click.IntRange(min=1),
+    # At most 15 digits, as the pipe's fast path reads it.
+    type=click.IntRange(min=1, max=10**15 - 1),
     default=DEFAULT_MAX_SIZE,
     show_default=True,
     help="With --pipe, hold at most this many bytes: a larger message is scored on its "

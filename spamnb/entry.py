@@ -141,6 +141,11 @@ def _run_reporting_output_errors(cli: Any) -> None:
     import os
     from contextlib import suppress
 
+    if sys.stdout is None:
+        # Descriptor 1 closed: click would drop every line, and the status say success.
+        if sys.stderr is not None:
+            sys.stderr.write("spamnb: cannot write the output: standard output is closed\n")
+        sys.exit(1)
     try:
         try:
             cli(prog_name="spamnb")

@@ -227,7 +227,7 @@ def run(
     data = b""
     too_large = False
     try:
-        data = stdin.read(max_size + 1)
+        data = read_at_most(stdin, max_size + 1)
         if not data:
             raise ValueError("standard input is empty")
         model_problem = check_model(model_path, trust)
@@ -248,6 +248,20 @@ def run(
         say(stderr, f"cannot write the message: {exc.strerror or exc}")
         return EXIT_ERROR
     return 0 if exit_zero else EXIT_CODES[verdict]
+
+
+def read_at_most(stream: BinaryIO, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``stream``, read a MiB at a time: read(limit) itself
+    allocates ``limit`` bytes first, and a --max-size of 10^15 ran out of memory."""
+    chunks = []
+    total = 0
+    while total < limit:
+        chunk = stream.read(min(limit - total, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        total += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def check_model(model_path: str | os.PathLike[str], trust: bool) -> str | None:

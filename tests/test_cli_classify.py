@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 import subprocess
 import sys
@@ -364,4 +365,18 @@ def test_an_output_that_cannot_be_written_is_a_one_line_error(model, sample_mail
     assert done.returncode == 1
     assert done.stderr.decode().splitlines() == [
         "spamnb: cannot write the output: No space left on device"
+    ]
+
+
+def test_a_closed_standard_output_is_a_one_line_error(model, sample_maildir):
+    done = subprocess.run(
+        [sys.executable, "-m", "spamnb", "classify", "-m", str(model), str(sample_maildir / "ham")],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == [
+        "spamnb: cannot write the output: standard output is closed"
     ]

@@ -198,6 +198,15 @@ def test_options_the_pipe_would_ignore_are_refused_and_the_mail_delivered(
     assert done.stderr.decode().strip().endswith("cannot be used with --pipe")
 
 
+@pytest.mark.parametrize("size", ["999999999999999", "1000"])
+def test_any_max_size_the_filter_takes_holds_only_the_message(model, sample_maildir, size):
+    # Reading at most --max-size bytes must not set aside --max-size bytes first.
+    message = sample_messages(sample_maildir, "ham")[3]
+    done = pipe_subprocess(["classify", "--pipe", "-m", str(model), "--max-size", size], message)
+    assert done.returncode in (0, 1, 2), done.stderr
+    assert without_added_header(done.stdout, message)
+
+
 def test_pipe_equals_form_is_still_a_pipe(model, sample_maildir):
     message = sample_messages(sample_maildir, "ham")[3]
     done = pipe_subprocess(["classify", "--pipe=1", "-m", str(model)], message)
