@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from typing import Any
 
-__all__ = ["fast_pipe_options", "is_pipe_invocation", "main"]
+__all__ = ["fast_pipe_options", "is_misspelt_pipe", "is_pipe_invocation", "main"]
 
 _VALUE_OPTIONS = {
     "-m": "model",
@@ -62,15 +62,19 @@ def fast_pipe_options(args: Sequence[str]) -> dict[str, Any] | None:
 
 
 def is_pipe_invocation(args: Sequence[str]) -> bool:
-    """Whether the command line asks for `classify --pipe`, however it is spelt, or
-    misspelt: `--pipe` after another command, or an option one letter from it
-    (`--pip`, `--piep`), must still pass the message through."""
-    if any(a.startswith("--") and _near_pipe(a[2:].partition("=")[0]) for a in args):
-        return True
+    """Whether the command line asks for `classify --pipe`, however it is spelt."""
     if "classify" not in args:
         return False
     flags = args[args.index("classify") + 1 :]
-    return any(a.startswith("-") and not a.startswith("--") and "p" in a[1:] for a in flags)
+    short = any(a.startswith("-") and not a.startswith("--") and "p" in a[1:] for a in flags)
+    return short or any(a == "--pipe" or a.startswith("--pipe=") for a in flags)
+
+
+def is_misspelt_pipe(args: Sequence[str]) -> bool:
+    """Whether the command line looks like a misspelt `classify --pipe`: `--pipe`
+    after another command, or an option one letter from it (`--pip`, `--piep`).
+    From procmail the message must still pass through."""
+    return any(a.startswith("--") and _near_pipe(a[2:].partition("=")[0]) for a in args)
 
 
 def _near_pipe(name: str) -> bool:
@@ -109,7 +113,10 @@ def main() -> None:
 
     from .cli import main as cli
 
-    if not is_pipe_invocation(args):
+    # A misspelt pipe at a terminal is an ordinary mistake: no mail is waiting on
+    # standard input, and passing it through would wait for one.
+    misspelt = is_misspelt_pipe(args) and sys.stdin is not None and not sys.stdin.isatty()
+    if not (is_pipe_invocation(args) or misspelt):
         _run_reporting_output_errors(cli)
         return
     from .pipe import EXIT_ERROR, pass_through

@@ -207,6 +207,26 @@ def test_any_max_size_the_filter_takes_holds_only_the_message(model, sample_mail
     assert without_added_header(done.stdout, message)
 
 
+def test_a_misspelt_pipe_at_a_terminal_is_an_ordinary_usage_error(model):
+    # No mail waits on a terminal: passing it through would wait for one instead.
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "spamnb", "classify", "--pip", "-m", str(model)],
+            stdin=follower,
+            capture_output=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert done.returncode == 2
+    assert "No such option" in done.stderr.decode()
+
+
 def test_pipe_equals_form_is_still_a_pipe(model, sample_maildir):
     message = sample_messages(sample_maildir, "ham")[3]
     done = pipe_subprocess(["classify", "--pipe=1", "-m", str(model)], message)
