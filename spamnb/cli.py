@@ -777,10 +777,11 @@ def tokenizer_cuts(
 
 def one_line_summary(summary: dict[str, Any]) -> str:
     totals = ", ".join(f"{c['total']:,} {name}" for name, c in summary["classes"].items())
+    unknown = summary.get("unknown")
+    never_trained = f" ({unknown:,} never trained)" if unknown else ""
     return (
         f"spamnb: learned {summary['learned']:,}, moved {summary['moved']:,}, "
-        f"skipped {summary['known']:,} known, forgot {summary['forgotten']:,}"
-        f"{f' ({unknown:,} never trained)' if (unknown := summary.get('unknown')) else ''}; "
+        f"skipped {summary['known']:,} known, forgot {summary['forgotten']:,}{never_trained}; "
         f"model {display_path(summary['model'])} has {totals or 'no'} messages, "
         f"{summary['vocabulary']:,} tokens"
     )

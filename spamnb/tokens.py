@@ -806,8 +806,16 @@ def _marked_section_end(markup: str, i: int, absent: list[int]) -> int:
 # DeprecationWarning (and "\\N{...}" into a name lookup), and punycode took time
 # quadratic in its length, 0.6 s for 80 kB.
 _NOT_MAIL_CODECS = frozenset(
-    {"unicode-escape", "raw-unicode-escape", "punycode", "idna", "undefined", "charmap"}
-    | {"mbcs", "oem"}
+    {
+        "unicode-escape",
+        "raw-unicode-escape",
+        "punycode",
+        "idna",
+        "undefined",
+        "charmap",
+        "mbcs",
+        "oem",
+    }
 )
 
 
@@ -1116,8 +1124,9 @@ _FIELD_KINDS = {
 }
 
 # Fields that mail programs write or rewrite after delivery, when a message is filed,
-# read or flagged (mbox readers, Thunderbird, IMAP servers), and spamnb's own
-# verdict: none says anything of the message as it arrived.  Not even their names are
+# read or flagged (mbox readers, Thunderbird, IMAP servers), and spamnb's own verdict
+# (with the name the pipe gives a verdict already there when it filters a message
+# again): none says anything of the message as it arrived.  Not even their names are
 # tokens, so that a message trained, then read, flagged or filtered and trained again
 # (a move, or a forget) has the tokens it had, and its counts come back out exactly.
 # They also marked the SpamAssassin corpus's collection rather than its mail:
@@ -1137,6 +1146,7 @@ _FILING_FIELDS = frozenset(
         "content-length",
         "lines",
         "x-spamnb",
+        "x-spamnb-previous",
     }
 )
 

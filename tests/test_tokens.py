@@ -674,6 +674,7 @@ def test_fields_mail_programs_write_after_delivery_are_no_tokens():
     filed = message(
         "From: a@example.com\nStatus: RO\nX-Status: A\nX-Keywords: Junk\nX-UID: 12\n"
         "X-Mozilla-Status: 0001\nContent-Length: 10\nLines: 1\nX-Spamnb: spam\n"
+        "X-Spamnb-Previous: ham\n"
         "Subject: hello there",
         "some words",
     )
