@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -230,7 +231,7 @@ def _run_inherited_work(messages: Sequence[bytes], with_digests: bool) -> BatchC
     return _inherited_work(messages, with_digests)
 
 
-Counter = Callable[[Sequence[Sequence[bytes]], bool], Iterator[BatchCounts]]
+Counter = Callable[[Iterable[Sequence[bytes]], bool], Iterator[BatchCounts]]
 
 
 @contextmanager
@@ -242,8 +243,10 @@ def batch_counter(
     scheduler: str | None = None,
     vocabulary: Vocabulary | None = None,
     scorer: TableScorer | None = None,
+    window: int = 4,
 ) -> Iterator[Counter]:
-    """A function that counts a list of batches, yielding them in the given order.
+    """A function that counts batches, yielding them in the given order, with at most
+    ``window`` of them read ahead of the one it yields.
 
     ``jobs`` 1 counts in this process, over ``vocabulary`` when one is given (see
     :func:`count_batch`), or scores through ``scorer`` (see :func:`score_batch`).
@@ -254,9 +257,9 @@ def batch_counter(
     over each batch's own vocabulary, or hash each batch's tokens for this process's
     scorer (joblib's loky backend, its pool kept for every call).  ``backend`` "dask" runs
     it on the Dask cluster whose scheduler is at ``scheduler`` (an address such as
-    tcp://HOST:8786), on every thread the cluster has.  The caller reads the mail
-    itself, a list of batches at a time, so that a bad path fails in the caller,
-    not in a worker thread.
+    tcp://HOST:8786), on every thread the cluster has.  The batches are drawn in the
+    caller's thread, as they are needed, so that a bad path fails in the caller, not
+    in a worker thread.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; use one of {BACKENDS}")
@@ -272,7 +275,7 @@ def batch_counter(
 
     if backend == "local" and jobs == 1:
 
-        def count_here(batches: Sequence[Sequence[bytes]], digests: bool) -> Iterator[BatchCounts]:
+        def count_here(batches: Iterable[Sequence[bytes]], digests: bool) -> Iterator[BatchCounts]:
             return (work_here(messages, digests) for messages in batches)
 
         yield count_here
@@ -283,10 +286,12 @@ def batch_counter(
         with _forked_pool(work_here, jobs) as pool:
 
             def count_forked(
-                batches: Sequence[Sequence[bytes]], digests: bool
+                batches: Iterable[Sequence[bytes]], digests: bool
             ) -> Iterator[BatchCounts]:
                 run = partial(_run_inherited_work, with_digests=digests)
-                return _deaths_reported(lambda: pool.map(run, batches), BrokenProcessPool)
+                return _deaths_reported(
+                    lambda: _in_flight(pool, run, batches, window), BrokenProcessPool
+                )
 
             yield count_forked
         return
@@ -300,15 +305,23 @@ def batch_counter(
         n_jobs = cluster_threads if backend == "dask" else jobs
         with Parallel(n_jobs=n_jobs, return_as="generator") as parallel:
 
-            def count_there(
-                batches: Sequence[Sequence[bytes]], digests: bool
+            def count_group(
+                group: Sequence[Sequence[bytes]], digests: bool
             ) -> Iterator[BatchCounts]:
                 return _deaths_reported(
                     lambda: parallel(
-                        delayed(remote)(messages, settings, digests) for messages in batches
+                        delayed(remote)(messages, settings, digests) for messages in group
                     ),
                     TerminatedWorkerError,
                 )
+
+            def count_there(
+                batches: Iterable[Sequence[bytes]], digests: bool
+            ) -> Iterator[BatchCounts]:
+                # A group at a time, read here: joblib may draw its tasks from a
+                # thread of its own, and a bad path must fail in the caller's.
+                for group in batched(batches, window):
+                    yield from count_group(group, digests)
 
             yield count_there
 
@@ -350,6 +363,33 @@ def _forked_pool(work: Callable[[Sequence[bytes], bool], BatchCounts], jobs: int
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _in_flight(
+    pool: Any,
+    run: Callable[[Sequence[bytes]], BatchCounts],
+    batches: Iterable[Sequence[bytes]],
+    window: int,
+) -> Iterator[BatchCounts]:
+    """``run`` on each batch in ``pool``, the results in order, with up to ``window``
+    batches handed out at once: a new one as soon as the oldest is taken.
+
+    The pool's own map hands out every batch at once (all the mail in memory), and
+    handing out a group at a time left the workers idle while the last batches of
+    each group were mapped and the next group read: 4,232 SpamAssassin messages in
+    nine batches kept two workers busy 2.2 s each over a counting phase of 3.1 s.
+    """
+    pending: deque[Any] = deque()
+    try:
+        for messages in batches:
+            pending.append(pool.submit(run, messages))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for future in pending:
+            future.cancel()
 
 
 def _deaths_reported(
@@ -432,10 +472,19 @@ def counted_in_order(
         window = 1
     else:
         window = (2 if backend == "local" else 4) * max(jobs, 2)
-    groups = batched(batches, window)
-    first = next(groups, [])
+    batches = iter(batches)
+    first = list(islice(batches, 2))
     if backend == "local" and len(first) < 2:
         jobs = 1
+    # The batches drawn and not yet yielded, oldest first: count() yields each
+    # batch's counts after drawing it, in the same order.
+    drawn: deque[Batch] = deque()
+
+    def messages() -> Iterator[Sequence[bytes]]:
+        for batch in chain(first, batches):
+            drawn.append(batch)
+            yield messages_of(batch)
+
     with batch_counter(
         settings,
         jobs=jobs,
@@ -443,7 +492,7 @@ def counted_in_order(
         scheduler=scheduler,
         vocabulary=vocabulary,
         scorer=scorer,
+        window=window,
     ) as count:
-        for group in chain([first] if first else [], groups):
-            counted = count([messages_of(batch) for batch in group], with_digests)
-            yield from zip(group, counted, strict=True)
+        for counted in count(messages(), with_digests):
+            yield drawn.popleft(), counted

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -128,6 +129,36 @@ def test_counting_in_workers_keeps_the_batch_order(sample_maildir):
     assert [b.digests for b in there] == [b.digests for b in here]
     assert [b.tokens for b in there] == [b.tokens for b in here]
     assert all((a.matrix != b.matrix).nnz == 0 for a, b in zip(there, here, strict=True))
+
+
+@pytest.mark.parametrize("forked", [True, False])
+def test_workers_draw_at_most_a_window_of_batches_ahead(sample_maildir, monkeypatch, forked):
+    # The batches are mail read from disk: however many workers there are, only a
+    # window of them may be held at once, and each is drawn in this thread.
+    if not forked:
+        monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
+    messages, _ = sample_messages(sample_maildir)
+    batches = list(batched(messages, 4))
+    drawn = []
+
+    def reading():
+        for batch in batches:
+            drawn.append(threading.current_thread())
+            yield batch
+
+    window = 3
+    ahead = []
+    with batch_counter(SpamFilter().settings, jobs=2, window=window) as count:
+        counted = []
+        for result in count(reading(), False):
+            ahead.append(len(drawn) - len(counted))
+            counted.append(result)
+    assert len(counted) == len(batches) == 15
+    assert max(ahead) == window
+    assert set(drawn) == {threading.current_thread()}
+    with batch_counter(SpamFilter().settings, jobs=1) as count:
+        here = list(count(batches, False))
+    assert [b.tokens for b in counted] == [b.tokens for b in here]
 
 
 def train_cli(model: Path, sample_maildir: Path, *extra: str) -> dict:
