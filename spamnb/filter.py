@@ -17,12 +17,12 @@ import scipy.sparse as sp
 from . import __version__
 from .calibration import LENGTH_EXPONENT, Calibration, choose_cutoffs, fit_platt, normalised
 from .counts import Vocabulary, count_matrix, presence
-from .mistakes import MistakeTable, class_rows, content_keys
+from .mistakes import MistakeTable, class_rows, content_keys, content_order
 from .model import NaiveBayes
 from .scores import predicted_labels, stratified_folds
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
 
-__all__ = ["HAM", "SPAM", "SpamFilter", "message_digest"]
+__all__ = ["HAM", "SPAM", "HeldOut", "SpamFilter", "message_digest"]
 
 SPAM = "spam"
 HAM = "ham"
@@ -48,6 +48,17 @@ MIN_REFIT_PER_CLASS = 20
 # The CRC seed of the calibration's fold order when messages come without digests;
 # another than the mistake table's walk, so the two orders are unrelated.
 CALIBRATION_ORDER_SEED = 1
+
+
+@dataclass
+class HeldOut:
+    """What :meth:`SpamFilter.model_held_out` gives: the calibration's folds (each a
+    list of row numbers) and every message's joint log-likelihoods and evidence length
+    under the model minus its fold."""
+
+    folds: list[np.ndarray]
+    jll: np.ndarray
+    lengths: np.ndarray
 
 
 def message_digest(data: bytes) -> str:
@@ -134,11 +145,21 @@ class SpamFilter:
         self.mistakes.fit_shape(len(self.classes), self.model.n_features)
         return self.mistakes
 
+    def mistake_order(self, X: sp.csr_matrix, digests: Sequence[str] | None = None) -> np.ndarray:
+        """The order :meth:`train_mistakes` walks these messages in (see
+        :func:`mistakes.content_order`)."""
+        return content_order(self.model.fit_columns(X), self.vocabulary.tokens, digests=digests)
+
     def train_mistakes(
-        self, X: sp.csr_matrix, labels: Sequence[str], digests: Sequence[str] | None = None
+        self,
+        X: sp.csr_matrix,
+        labels: Sequence[str],
+        digests: Sequence[str] | None = None,
+        order: np.ndarray | None = None,
     ) -> np.ndarray:
         """Train the mistake table on messages the model has just counted; returns
-        each message's copies in it (all 0 for a model without the table)."""
+        each message's copies in it (all 0 for a model without the table).  ``order``
+        is what :meth:`mistake_order` gives for them, if worked out already."""
         if not self.mistakes.weight or not len(labels):
             return np.zeros(len(labels), dtype=np.int64)
         table = self._grown_mistakes()
@@ -157,6 +178,7 @@ class SpamFilter:
             class_rows(self.classes, labels),
             tokens=self.vocabulary.tokens,
             digests=digests,
+            order=order,
         )
         if digests is not None:
             for digest, count in zip(digests, copies.tolist(), strict=True):
@@ -371,23 +393,19 @@ class SpamFilter:
         folds: int = 5,
         mistake_copies: np.ndarray | None = None,
         digests: Sequence[str] | None = None,
+        model_held_out: HeldOut | None = None,
     ) -> bool:
-        """:meth:`fit_calibration` for messages already counted with this vocabulary."""
+        """:meth:`fit_calibration` for messages already counted with this vocabulary;
+        ``model_held_out``, when given, is what :meth:`model_held_out` returns for them
+        (worked out while the mistake table trained)."""
+        held = model_held_out
+        if held is None:
+            held = self.model_held_out(X, labels, folds, digests)
+        if held is None:
+            return False
         positive = self.positive_class()
-        present = set(labels)
-        if positive is None or positive not in present or len(present) < 2:
-            return False
-        smallest = min(list(labels).count(c) for c in present)
-        folds = min(folds, smallest)
-        if folds < 2:
-            return False
-        fitted_on = self.calibration.fitted_on
-        if fitted_on and smallest < MIN_REFIT_PER_CLASS and len(labels) < fitted_on:
-            # A nightly batch of a few corrections would fit the map to noise; keep
-            # the calibration fitted on more mail.
-            return False
+        assert positive is not None
         log_odds = np.empty(len(labels))
-        lengths = np.empty(len(labels))
         label_array = np.asarray(labels, dtype=object)
         weight = self.mistake_weight()
         if weight:
@@ -396,18 +414,17 @@ class SpamFilter:
             rows = class_rows(self.classes, labels)
             if mistake_copies is None:
                 mistake_copies = np.zeros(len(labels), dtype=np.int64)
-        order = self._calibration_order(X, label_array, digests)
-        for _train, held_out in stratified_folds(labels, folds, seed=0, order=order):
-            X_fold = X[held_out]
-            jll, lengths[held_out] = self.model.held_out_scores(X_fold, list(label_array[held_out]))
+        for held_out in held.folds:
+            jll = held.jll[held_out]
             if weight:
                 # One fold's presence rows at a time: all of them at once would be a
                 # second copy of the calibration sample.
-                P_fold = presence(self.model.fit_columns(X_fold))
+                P_fold = presence(self.model.fit_columns(X[held_out]))
                 jll = (1 - weight) * jll + weight * table.held_out_joint(
                     P_fold, rows[held_out], mistake_copies[held_out], usable
                 )
             log_odds[held_out] = self.model.log_odds_from_jll(jll, positive)
+        lengths = held.lengths
         is_spam = label_array == positive
         slope, intercept = fit_platt(normalised(log_odds, lengths, LENGTH_EXPONENT), is_spam)
         fitted = Calibration(
@@ -428,6 +445,44 @@ class SpamFilter:
         ham_cutoff, spam_cutoff = choose_cutoffs(fitted.score(log_odds, lengths), is_spam)
         self.calibration = replace(fitted, ham_cutoff=ham_cutoff, spam_cutoff=spam_cutoff)
         return True
+
+    def model_held_out(
+        self,
+        X: sp.csr_matrix,
+        labels: Sequence[str],
+        folds: int = 5,
+        digests: Sequence[str] | None = None,
+    ) -> HeldOut | None:
+        """The calibration's folds of these just-counted messages, and each message's
+        joint log-likelihoods and evidence length under the model minus its fold: the
+        part of :meth:`fit_calibration_matrix` that the mistake table does not enter.
+        None when the calibration is not to be refitted on them (too few, a class
+        missing, or a small batch against a calibration fitted on more)."""
+        positive = self.positive_class()
+        present = set(labels)
+        if positive is None or positive not in present or len(present) < 2:
+            return None
+        smallest = min(list(labels).count(c) for c in present)
+        folds = min(folds, smallest)
+        if folds < 2:
+            return None
+        fitted_on = self.calibration.fitted_on
+        if fitted_on and smallest < MIN_REFIT_PER_CLASS and len(labels) < fitted_on:
+            # A nightly batch of a few corrections would fit the map to noise; keep
+            # the calibration fitted on more mail.
+            return None
+        label_array = np.asarray(labels, dtype=object)
+        order = self._calibration_order(X, label_array, digests)
+        jll = np.empty((len(labels), len(self.classes)))
+        lengths = np.empty(len(labels))
+        dealt = [
+            held_out for _train, held_out in stratified_folds(labels, folds, seed=0, order=order)
+        ]
+        for held_out in dealt:
+            jll[held_out], lengths[held_out] = self.model.held_out_scores(
+                X[held_out], list(label_array[held_out])
+            )
+        return HeldOut(dealt, jll, lengths)
 
     def _calibration_order(
         self, X: sp.csr_matrix, labels: np.ndarray, digests: Sequence[str] | None

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from .counts import cut_flags
 from .filter import SpamFilter
-from .parallel import BatchCounts, counted_in_order, started
+from .parallel import BatchCounts, counted_in_order, in_background, started
 
 __all__ = ["CALIBRATION_SAMPLE", "CalibrationSample", "learn_batches"]
 
@@ -199,9 +199,45 @@ def learn_batches(
     _return_freed_memory()
     if sample.labels:
         X, labels, digests = sample.current(spam_filter.trained, len(spam_filter.vocabulary))
-        copies = spam_filter.train_mistakes(X, labels, digests)
-        spam_filter.fit_calibration_matrix(X, labels, mistake_copies=copies, digests=digests)
+        _train_mistakes_and_calibrate(
+            spam_filter, X, labels, digests, helped=sample.seen <= sample.size
+        )
     return outcome
+
+
+def _train_mistakes_and_calibrate(
+    spam_filter: SpamFilter,
+    X: sp.csr_matrix,
+    labels: list[str],
+    digests: list[str],
+    helped: bool,
+) -> None:
+    """The serial end of training; if ``helped``, with the Naive Bayes's held-out
+    scores for the calibration worked out beside the mistake table, in a forked helper
+    (they do not depend on the table).
+
+    That took 0.34 s of the 2.1 s between counting the SpamAssassin training part and
+    writing its model, on a core that was idle.  Training 100,000 messages, the helper
+    saved nothing measurable (73.5 s either way) and the processes held 620 MB at once
+    instead of 576: its memory grows with the vocabulary, while the work it takes on
+    is bounded by the calibration sample.  So it helps only a run that the sample
+    holds whole.
+
+    The table's walk order is drawn from the tokens' text before the helper is forked:
+    reading a string writes its reference count, and the page it lies on, shared with
+    the helper, is then copied.  Drawn afterwards, the two processes held 110 MB more
+    at the end of training 25,000 messages.
+    """
+    order = spam_filter.mistake_order(X, digests)
+    with in_background(
+        lambda: spam_filter.model_held_out(X, labels, digests=digests), fork=helped
+    ) as held:
+        copies = spam_filter.train_mistakes(X, labels, digests, order=order)
+        held_out = held()
+    if held_out is not None:
+        spam_filter.fit_calibration_matrix(
+            X, labels, mistake_copies=copies, digests=digests, model_held_out=held_out
+        )
 
 
 def _learn_batch(

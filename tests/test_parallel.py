@@ -378,6 +378,142 @@ def test_forked_workers_end_with_a_parent_killed_outright():
     assert not alive, "the workers outlived their parent"
 
 
+# Run in a fresh interpreter: a test before may have left a thread running here
+# (joblib's loky keeps its pool), and then no helper is forked.
+BACKGROUND_SCRIPT = """
+import os, signal, sys, time
+from pathlib import Path
+from spamnb import parallel
+
+here = os.getpid()
+with parallel.in_background(lambda: (os.getpid(), os.getppid())) as worked_out:
+    pid, parent = worked_out()
+    assert worked_out() == (pid, parent)
+assert pid != here and parent == here, "not worked out in a helper forked from here"
+
+
+def dies():
+    if os.getpid() != here:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return "done here"
+
+
+with parallel.in_background(dies) as worked_out:
+    assert worked_out() == "done here"
+
+pid_file = Path(sys.argv[1])
+
+
+def sleeps():
+    pid_file.write_text(str(os.getpid()))
+    time.sleep(60)
+
+
+started = time.monotonic()
+try:
+    with parallel.in_background(sleeps):
+        while not pid_file.exists() or not pid_file.read_text():
+            time.sleep(0.01)
+        raise KeyError("an error before the result was asked for")
+except KeyError:
+    pass
+assert time.monotonic() - started < 30
+try:
+    os.kill(int(pid_file.read_text()), 0)
+    raise AssertionError("the helper is still there")
+except ProcessLookupError:
+    pass  # killed and reaped, not even a zombie left
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked helpers are Linux's")
+def test_background_work_runs_in_a_forked_helper_or_here(tmp_path):
+    # Worked out in a forked helper; here when the helper dies; a helper left early
+    # is stopped.
+    done = subprocess.run(
+        [sys.executable, "-c", BACKGROUND_SCRIPT, str(tmp_path / "helper.pid")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
+
+
+def test_background_work_is_done_here_while_another_thread_runs():
+    # A process forked while another thread holds a lock can hang on that lock.
+    here = os.getpid()
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        with parallel.in_background(os.getpid) as worked_out:
+            assert worked_out() == here
+    finally:
+        stop.set()
+        other.join()
+
+
+HELPED_TRAINING_SCRIPT = """
+import os, sys
+from contextlib import contextmanager
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+import numpy as np
+from spamnb import parallel, training
+from spamnb.filter import SpamFilter
+from test_parallel import assert_same_model, in_batches
+from corpus_fixtures import sample_messages
+
+messages, labels = sample_messages(Path(sys.argv[1]))
+real = parallel.in_background
+real_can_fork = parallel.can_fork
+helpers = []
+
+
+@contextmanager
+def recorded(work, fork=True):
+    with real(lambda: (os.getpid(), work()), fork) as worked_out:
+        def result():
+            pid, value = worked_out()
+            helpers.append(pid)
+            return value
+        yield result
+
+
+training.in_background = recorded
+helped = SpamFilter()
+training.learn_batches(helped, in_batches(messages, labels, 7), jobs=2)
+assert helpers and helpers[0] != os.getpid(), "no helper was forked"
+parallel.can_fork = lambda: False
+alone = SpamFilter()
+training.learn_batches(alone, in_batches(messages, labels, 7), jobs=1)
+assert helpers[1] == os.getpid()
+assert_same_model(helped, alone)
+np.testing.assert_array_equal(helped.mistakes.counts, alone.mistakes.counts)
+# A run larger than the calibration sample is not helped: the helper's memory grows
+# with the vocabulary, and such a run's end is a small part of it.
+parallel.can_fork = real_can_fork
+training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=2, sample_size=30)
+assert helpers[2] == os.getpid()
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked helpers are Linux's")
+def test_training_with_a_helper_gives_the_model_training_alone_gives(sample_maildir):
+    tests = Path(__file__).parent
+    done = subprocess.run(
+        [sys.executable, "-c", HELPED_TRAINING_SCRIPT, str(sample_maildir), str(tests)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "ok\n"
+
+
 def test_dask_backend_trains_the_same_model(tmp_path, sample_maildir, monkeypatch):
     distributed = pytest.importorskip("dask.distributed")
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
