@@ -492,6 +492,7 @@ training.learn_batches(alone, in_batches(messages, labels, 7), jobs=1)
 assert helpers[1] == os.getpid()
 assert_same_model(helped, alone)
 np.testing.assert_array_equal(helped.mistakes.counts, alone.mistakes.counts)
+np.testing.assert_array_equal(helped.vocabulary.hashes, alone.vocabulary.hashes)
 # A run larger than the calibration sample is not helped: the helper's memory grows
 # with the vocabulary, and such a run's end is a small part of it.
 parallel.can_fork = real_can_fork
