@@ -90,7 +90,7 @@ def block_sums(
     filled = indptr[start + 1 : end + 1] > indptr[start:end]
     if filled.any():
         offsets = indptr[start:end][filled] - first
-        summed[filled] = np.add.reduceat(values[indices[first:last]], offsets, axis=0)
+        summed[filled] = np.add.reduceat(values.take(indices[first:last], axis=0), offsets, axis=0)
     return summed
 
 
