@@ -219,10 +219,10 @@ def _train_mistakes_and_calibrate(
 
     Those took 0.34 s and 0.31 s of the 2.1 s between counting the SpamAssassin
     training part and writing its model, on a core that was idle.  Training 100,000
-    messages, a helper saved nothing measurable (73.5 s either way) and the processes
-    held 620 MB at once instead of 576: its memory grows with the vocabulary, while
-    the work it takes on is bounded by the calibration sample.  So it helps only a run
-    that the sample holds whole.
+    messages, a helper saved nothing measurable (73.5 s against 73.4 without) and the
+    processes held 620 MB at once against 560: its memory grows with the vocabulary,
+    while the work it takes on is bounded by the calibration sample.  So it helps only
+    a run that the sample holds whole.
 
     The table's walk order is drawn from the tokens' text before the helper is forked:
     reading a string writes its reference count, and the page it lies on, shared with
