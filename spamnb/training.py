@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from .counts import cut_flags
 from .filter import HeldOut, SpamFilter
-from .parallel import BatchCounts, counted_in_order, in_background, started
+from .parallel import BatchCounts, counted_in_order, default_jobs, in_background, started
 
 __all__ = ["CALIBRATION_SAMPLE", "CalibrationSample", "learn_batches"]
 
@@ -199,9 +199,10 @@ def learn_batches(
     _return_freed_memory()
     if sample.labels:
         X, labels, digests = sample.current(spam_filter.trained, len(spam_filter.vocabulary))
-        _train_mistakes_and_calibrate(
-            spam_filter, X, labels, digests, helped=sample.seen <= sample.size
-        )
+        # A helper is another process: not when asked for one (--jobs 1).
+        cores = default_jobs() if jobs is None else jobs
+        helped = cores > 1 and sample.seen <= sample.size
+        _train_mistakes_and_calibrate(spam_filter, X, labels, digests, helped=helped)
     return outcome
 
 

@@ -488,7 +488,7 @@ training.learn_batches(helped, in_batches(messages, labels, 7), jobs=2)
 assert helpers and helpers[0] != os.getpid(), "no helper was forked"
 parallel.can_fork = lambda: False
 alone = SpamFilter()
-training.learn_batches(alone, in_batches(messages, labels, 7), jobs=1)
+training.learn_batches(alone, in_batches(messages, labels, 7), jobs=2)
 assert helpers[1] == os.getpid()
 assert_same_model(helped, alone)
 np.testing.assert_array_equal(helped.mistakes.counts, alone.mistakes.counts)
@@ -498,6 +498,9 @@ np.testing.assert_array_equal(helped.vocabulary.hashes, alone.vocabulary.hashes)
 parallel.can_fork = real_can_fork
 training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=2, sample_size=30)
 assert helpers[2] == os.getpid()
+# Nor is a run asked to keep to one process.
+training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=1)
+assert helpers[3] == os.getpid()
 print("ok")
 """
 
