@@ -145,6 +145,22 @@ class SpamFilter:
         self.mistakes.fit_shape(len(self.classes), self.model.n_features)
         return self.mistakes
 
+    def trains_mistakes(self, labels: Sequence[str]) -> bool:
+        """Whether :meth:`train_mistakes` trains the table on messages of ``labels``.
+
+        A class with no mail in the table scores every token it has not seen as
+        1/|V|, above what a class with thousands of copies gives its rare tokens: a
+        run of ham alone against an empty spam row adds nearly every ham message,
+        many times over, and the table then calls spam ham (on a synthetic corpus,
+        106 test errors against the Naive Bayes's 62).  So a run starts the rows it
+        brings mail for only when it brings mail for every empty row.
+        """
+        if not self.mistakes.weight or not len(labels):
+            return False
+        filled = self.mistakes.counts.any(axis=1)
+        empty = {c for row, c in enumerate(self.classes) if row >= len(filled) or not filled[row]}
+        return empty <= set(labels)
+
     def mistake_order(self, X: sp.csr_matrix, digests: Sequence[str] | None = None) -> np.ndarray:
         """The order :meth:`train_mistakes` walks these messages in (see
         :func:`mistakes.content_order`)."""
@@ -160,19 +176,9 @@ class SpamFilter:
         """Train the mistake table on messages the model has just counted; returns
         each message's copies in it (all 0 for a model without the table).  ``order``
         is what :meth:`mistake_order` gives for them, if worked out already."""
-        if not self.mistakes.weight or not len(labels):
+        if not self.trains_mistakes(labels):
             return np.zeros(len(labels), dtype=np.int64)
         table = self._grown_mistakes()
-        # A class with no mail in the table scores every token it has not seen as
-        # 1/|V|, above what a class with thousands of copies gives its rare tokens: a
-        # run of ham alone against an empty spam row adds nearly every ham message,
-        # many times over, and the table then calls spam ham (on a synthetic corpus,
-        # 106 test errors against the Naive Bayes's 62).  So a run starts the rows it
-        # brings mail for only when it brings mail for every empty row.
-        filled = table.counts.any(axis=1)
-        empty = {c for c, has_mail in zip(self.classes, filled, strict=True) if not has_mail}
-        if not empty <= set(labels):
-            return np.zeros(len(labels), dtype=np.int64)
         copies = table.train(
             self.model.fit_columns(X),
             class_rows(self.classes, labels),
@@ -403,6 +409,8 @@ class SpamFilter:
             held = self.model_held_out(X, labels, folds, digests)
         if held is None:
             return False
+        if len(held.jll) != len(labels) or X.shape[0] != len(labels):
+            raise ValueError("the held-out scores are of other messages")
         positive = self.positive_class()
         assert positive is not None
         log_odds = np.empty(len(labels))

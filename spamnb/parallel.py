@@ -6,8 +6,9 @@ each batch onto the model's vocabulary in message order and adds the counts.  Ta
 the batches in order makes the result equal to counting every message at once, in
 one process: the same vocabulary in the same order, the same counts.
 
-Memory stays bounded: only a few batches are read ahead (joblib's ``pre_dispatch``),
-so it grows with the vocabulary, not with the number of messages.
+Memory stays bounded: only a few batches are read ahead of the one being added (see
+:func:`counted_in_order`), so it grows with the vocabulary, not with the number of
+messages.
 
 Workers run ``count_batch`` (or, to score through a model's table, ``score_batch``):
 module-level functions of bytes and tokenizer settings, so they pickle to another
@@ -369,13 +370,13 @@ def _forked_pool(work: Callable[[Sequence[bytes], bool], BatchCounts], jobs: int
 @contextmanager
 def in_background(work: Callable[[], Item], fork: bool = True) -> Iterator[Callable[[], Item]]:
     """A function that gives ``work()``: worked out meanwhile in a process forked now,
-    where this process may fork (Linux, and no other thread running) and ``fork`` is
-    true, else here when first asked for.
+    where this process may fork (Linux, and no other Python thread running) and
+    ``fork`` is true, else here when first asked for.
 
     Training's end is serial (the mistake table, then the calibration, then the save),
     so a second core sits idle through it; what does not depend on the table runs
     there.  A helper that dies, or cannot be forked, costs only the time: the work is
-    then done here.  Leaving the block early stops the helper.
+    then done here.  Leaving the block early, an interrupt included, stops the helper.
 
     Every page the two processes share is copied when either writes to it, and
     reading a Python object writes its reference count: give the helper work that
@@ -386,49 +387,66 @@ def in_background(work: Callable[[], Item], fork: bool = True) -> Iterator[Calla
     import threading
 
     helper: tuple[int, int] | None = None
+    # The objects made so far are left out of garbage collection while the helper
+    # runs: a collection writes to every object it looks at (16 MB of pages copied at
+    # the end of training 25,000 messages).  Unless a caller froze them already: then
+    # thawing them afterwards is the caller's to do, not this block's.
+    freezes = False
     if fork and can_fork() and threading.active_count() == 1:
         parent = os.getpid()
-        # The objects made so far are left out of garbage collection while the helper
-        # runs: a collection writes to every object it looks at (16 MB of pages copied
-        # at the end of training 25,000 messages).
-        gc.freeze()
+        freezes = gc.get_freeze_count() == 0
+        if freezes:
+            gc.freeze()
         try:
             reader, writer = os.pipe()
-            pid = os.fork()
         except OSError:
-            gc.unfreeze()
-        else:
-            if pid == 0:  # the helper
-                status = 1
-                try:
-                    os.close(reader)
-                    _start_forked_worker(parent)
-                    with os.fdopen(writer, "wb") as out:
-                        pickle.dump(work(), out, protocol=pickle.HIGHEST_PROTOCOL)
-                    status = 0
-                finally:
-                    # None of the parent's cleanup (atexit, buffered output) may run here.
-                    os._exit(status)
+            reader = writer = -1
+        try:
+            pid = os.fork() if reader >= 0 else -1
+        except OSError:
+            pid = -1
+        if pid == 0:  # the helper
+            status = 1
+            try:
+                os.close(reader)
+                _start_forked_worker(parent)
+                with os.fdopen(writer, "wb") as out:
+                    pickle.dump(work(), out, protocol=pickle.HIGHEST_PROTOCOL)
+                status = 0
+            finally:
+                # None of the parent's cleanup (atexit, buffered output) may run here.
+                os._exit(status)
+        if pid > 0:
             os.close(writer)
             helper = (pid, reader)
+        else:
+            for end in (reader, writer):
+                if end >= 0:
+                    os.close(end)
+    if helper is None and freezes:
+        gc.unfreeze()
     done: list[Item] = []
 
     def finish(read: bool) -> tuple[bool, Any]:
-        """Read the helper's result (or not), reap it, and let collection resume."""
+        """Read the helper's result (or not), then reap it and let collection resume,
+        whatever happens while reading."""
         nonlocal helper
         assert helper is not None
         pid, reader = helper
-        helper = None
         value, read_whole = None, False
-        with os.fdopen(reader, "rb") as stream:
-            if read:
-                # A helper that died before it finished leaves a stream cut short.
-                with suppress(Exception):
-                    value, read_whole = pickle.load(stream), True
-            else:
+        try:
+            with os.fdopen(reader, "rb") as stream:
+                if read:
+                    # A helper that died before it finished leaves a stream cut short.
+                    with suppress(Exception):
+                        value, read_whole = pickle.load(stream), True
+        finally:
+            if not read_whole:
                 os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        gc.unfreeze()
+            _, status = os.waitpid(pid, 0)
+            helper = None
+            if freezes:
+                gc.unfreeze()
         return read_whole and status == 0, value
 
     def result() -> Item:

@@ -236,13 +236,15 @@ def _train_mistakes_and_calibrate(
     """
     from .table import vocabulary_hashes
 
-    order = spam_filter.mistake_order(X, digests)
+    # Without the table to train, the parent would only wait for a helper.
+    trains = spam_filter.trains_mistakes(labels)
+    order = spam_filter.mistake_order(X, digests) if trains else None
     vocabulary = spam_filter.vocabulary
 
     def beside_the_table() -> tuple[np.ndarray, HeldOut | None]:
         return vocabulary_hashes(vocabulary), spam_filter.model_held_out(X, labels, digests=digests)
 
-    with in_background(beside_the_table, fork=helped) as worked_out:
+    with in_background(beside_the_table, fork=helped and trains) as worked_out:
         copies = spam_filter.train_mistakes(X, labels, digests, order=order)
         hashes, held_out = worked_out()
     # Tokens are only ever appended: the hashes of all of them stay right.

@@ -381,7 +381,7 @@ def test_forked_workers_end_with_a_parent_killed_outright():
 # Run in a fresh interpreter: a test before may have left a thread running here
 # (joblib's loky keeps its pool), and then no helper is forked.
 BACKGROUND_SCRIPT = """
-import os, signal, sys, time
+import gc, os, signal, sys, time
 from pathlib import Path
 from spamnb import parallel
 
@@ -423,6 +423,54 @@ try:
     raise AssertionError("the helper is still there")
 except ProcessLookupError:
     pass  # killed and reaped, not even a zombie left
+
+
+# Interrupted while waiting for the result: the helper is killed and reaped, and
+# collection resumes.
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+pid_file.unlink()
+signal.signal(signal.SIGALRM, interrupt)
+signal.setitimer(signal.ITIMER_REAL, 0.5)
+try:
+    with parallel.in_background(sleeps) as worked_out:
+        worked_out()
+    raise AssertionError("not interrupted")
+except KeyboardInterrupt:
+    pass
+assert gc.get_freeze_count() == 0, "collection left frozen"
+try:
+    os.kill(int(pid_file.read_text()), 0)
+    raise AssertionError("the interrupted helper is still there")
+except ProcessLookupError:
+    pass
+
+# A fork that fails leaves the work here and no pipe open.
+fds = len(os.listdir("/proc/self/fd"))
+real_fork = os.fork
+
+
+def no_fork():
+    raise BlockingIOError("fork: resource temporarily unavailable")
+
+
+os.fork = no_fork
+with parallel.in_background(os.getpid) as worked_out:
+    assert worked_out() == here
+os.fork = real_fork
+assert len(os.listdir("/proc/self/fd")) == fds, "the pipe was left open"
+assert gc.get_freeze_count() == 0
+
+# Objects a caller froze stay frozen.
+gc.freeze()
+frozen = gc.get_freeze_count()
+with parallel.in_background(lambda: os.getpid()) as worked_out:
+    assert worked_out() != here
+# (A few frozen objects may have been freed meanwhile.)
+assert gc.get_freeze_count() > frozen // 2, "the caller's frozen objects were thawed"
+gc.unfreeze()
 print("ok")
 """
 
@@ -498,9 +546,13 @@ np.testing.assert_array_equal(helped.vocabulary.hashes, alone.vocabulary.hashes)
 parallel.can_fork = real_can_fork
 training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=2, sample_size=30)
 assert helpers[2] == os.getpid()
-# Nor is a run asked to keep to one process.
+# Nor is a run asked to keep to one process, nor one without the table to train.
 training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=1)
 assert helpers[3] == os.getpid()
+without_table = SpamFilter()
+without_table.mistakes.weight = 0.0
+training.learn_batches(without_table, in_batches(messages, labels, 7), jobs=2)
+assert helpers[4] == os.getpid()
 print("ok")
 """
 
