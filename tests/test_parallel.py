@@ -531,6 +531,9 @@ def recorded(work, fork=True):
 
 
 training.in_background = recorded
+# Batches of 7, so that the sample's 60 messages are more than one (mail that fits
+# one batch gets no helper, as it gets no workers).
+parallel.BATCH_SIZE = 7
 helped = SpamFilter()
 training.learn_batches(helped, in_batches(messages, labels, 7), jobs=2)
 assert helpers and helpers[0] != os.getpid(), "no helper was forked"
@@ -546,13 +549,18 @@ np.testing.assert_array_equal(helped.vocabulary.hashes, alone.vocabulary.hashes)
 parallel.can_fork = real_can_fork
 training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=2, sample_size=30)
 assert helpers[2] == os.getpid()
-# Nor is a run asked to keep to one process, nor one without the table to train.
-training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=1)
+# Nor is a run of one batch, nor a run asked to keep to one process, nor one without
+# the table to train.
+parallel.BATCH_SIZE = 500
+training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=2)
 assert helpers[3] == os.getpid()
+parallel.BATCH_SIZE = 7
+training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=1)
+assert helpers[4] == os.getpid()
 without_table = SpamFilter()
 without_table.mistakes.weight = 0.0
 training.learn_batches(without_table, in_batches(messages, labels, 7), jobs=2)
-assert helpers[4] == os.getpid()
+assert helpers[5] == os.getpid()
 print("ok")
 """
 
