@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from . import parallel
 from .counts import cut_flags
 from .filter import HeldOut, SpamFilter
 from .parallel import BatchCounts, counted_in_order, default_jobs, in_background, started
@@ -179,6 +178,7 @@ def learn_batches(
         "cut": {"size": 0, "tokens": 0},
     }
     sample = CalibrationSample(sample_size)
+    batches_learnt = 0
     _keep_large_blocks_off_the_heap()
     counting = counted_in_order(
         batches,
@@ -195,6 +195,7 @@ def learn_batches(
         with progress() if progress is not None else nullcontext(None) as on_step:
             for batch, counted in counted_batches:
                 _learn_batch(spam_filter, batch, counted, outcome, sample)
+                batches_learnt += 1
                 if on_step is not None:
                     on_step(len(batch[1]))
     _return_freed_memory()
@@ -205,7 +206,7 @@ def learn_batches(
         # reason: forking costs more than it saves (a train run of two messages into
         # the SpamAssassin model took 1.21 s with a helper against 1.13 s).
         cores = default_jobs() if jobs is None else jobs
-        helped = cores > 1 and parallel.BATCH_SIZE < sample.seen <= sample.size
+        helped = cores > 1 and batches_learnt > 1 and sample.seen <= sample.size
         _train_mistakes_and_calibrate(spam_filter, X, labels, digests, helped=helped)
     return outcome
 

@@ -533,7 +533,6 @@ def recorded(work, fork=True):
 training.in_background = recorded
 # Batches of 7, so that the sample's 60 messages are more than one (mail that fits
 # one batch gets no helper, as it gets no workers).
-parallel.BATCH_SIZE = 7
 helped = SpamFilter()
 training.learn_batches(helped, in_batches(messages, labels, 7), jobs=2)
 assert helpers and helpers[0] != os.getpid(), "no helper was forked"
@@ -551,10 +550,8 @@ training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=2, sa
 assert helpers[2] == os.getpid()
 # Nor is a run of one batch, nor a run asked to keep to one process, nor one without
 # the table to train.
-parallel.BATCH_SIZE = 500
-training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=2)
+training.learn_batches(SpamFilter(), in_batches(messages, labels, 500), jobs=2)
 assert helpers[3] == os.getpid()
-parallel.BATCH_SIZE = 7
 training.learn_batches(SpamFilter(), in_batches(messages, labels, 7), jobs=1)
 assert helpers[4] == os.getpid()
 without_table = SpamFilter()
