@@ -714,11 +714,12 @@ def learn_streaming(
     workers: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Read, count and learn the mail a batch at a time, in parallel as asked."""
-    from .parallel import BATCH_SIZE, DaskMissing, WorkerDied, batched
+    from .parallel import DaskMissing, WorkerDied, batches_for
     from .training import learn_batches
 
     def batches() -> Iterator[tuple[list[bytes], list[str]]]:
-        for batch in batched(iter_labelled(pairs, mail_format, recursive), BATCH_SIZE):
+        labelled = iter_labelled(pairs, mail_format, recursive)
+        for batch in batches_for(labelled, workers["jobs"], lambda pair: len(pair[0].data)):
             yield [item.data for item, _ in batch], [label for _, label in batch]
 
     try:
@@ -888,14 +889,15 @@ def classify(
     check_stdin_once(paths)
     check_paths_exist(paths)
 
-    from .parallel import BATCH_SIZE, batched, counted_in_order, started
+    from .parallel import batches_for, counted_in_order, started
 
     # Messages are read, counted and scored a batch at a time (one sparse product, or
     # one search of the table, each), so a folder of any size takes memory for a batch,
     # not for the folder.
-    batches = batched(
+    batches = batches_for(
         (item for item, _ in iter_labelled([("", p) for p in paths], mail_format, recursive)),
-        BATCH_SIZE,
+        workers["jobs"],
+        lambda item: len(item.data),
     )
     labeller = scorer if scorer is not None else spam_filter
     assert labeller is not None

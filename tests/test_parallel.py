@@ -77,6 +77,53 @@ def test_batches_skip_known_mail_and_move_relabelled_mail(sample_maildir):
     )
 
 
+def test_the_last_batches_come_in_pieces_of_about_equal_weight():
+    def weight(item: int) -> int:
+        return 100 if item >= 20 else 1
+
+    items = list(range(23))
+    batches = list(batched(items, 5, last_pieces=4, weight=weight))
+    assert [item for batch in batches for item in batch] == items
+    # Full batches up to the last full one but one; then the three heavy items, which
+    # one batch would have held with five light ones, each go to a worker of their own.
+    assert batches[:3] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
+    assert batches[3:] == [[15, 16, 17, 18, 19, 20], [21], [22]]
+    # By number when the items weigh the same, the last full batch included.
+    assert list(batched(range(10), 5, last_pieces=4)) == [[0, 1, 2, 3, 4], [5, 6], [7], [8], [9]]
+    # A run that fits one batch stays one (it is counted without workers).
+    assert list(batched(range(5), 5, last_pieces=4)) == [[0, 1, 2, 3, 4]]
+    assert list(batched(range(6), 5, last_pieces=4)) == [[0, 1], [2], [3, 4], [5]]
+    assert list(batched(range(12), 5)) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
+    assert list(batched([], 5, last_pieces=4)) == []
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_batches_for_workers_give_the_serial_model(sample_maildir, jobs):
+    from spamnb.parallel import batches_for
+
+    messages, labels = sample_messages(sample_maildir)
+    pairs = list(zip(messages, labels, strict=True))
+
+    def size_of(pair: tuple[bytes, str]) -> int:
+        return len(pair[0])
+
+    # The sample fits one batch: it stays one, for any number of workers.
+    assert len(list(batches_for(pairs, jobs, size_of))) == 1
+    # In batches of 7, its 60 messages are 8 full batches and 4 more: with workers
+    # the last 11 come in 4 pieces (two a worker), without them as they are.
+    batches = list(batches_for(pairs, jobs, size_of, size=7))
+    assert [pair for batch in batches for pair in batch] == pairs
+    assert len(batches) == (7 + 4 if jobs > 1 else 9)
+    serial = learned_at_once(messages, labels)
+    batched_filter = SpamFilter()
+    learn_batches(
+        batched_filter,
+        (([m for m, _ in batch], [label for _, label in batch]) for batch in batches),
+        jobs=jobs,
+    )
+    assert_same_model(serial, batched_filter)
+
+
 def test_the_calibration_sample_is_bounded_and_uniform():
     import scipy.sparse as sp
 
