@@ -400,10 +400,12 @@ class SpamFilter:
         mistake_copies: np.ndarray | None = None,
         digests: Sequence[str] | None = None,
         model_held_out: HeldOut | None = None,
+        mistakes_held_out: np.ndarray | None = None,
     ) -> bool:
-        """:meth:`fit_calibration` for messages already counted with this vocabulary;
-        ``model_held_out``, when given, is what :meth:`model_held_out` returns for them
-        (worked out while the mistake table trained)."""
+        """:meth:`fit_calibration` for messages already counted with this vocabulary.
+        ``model_held_out`` and ``mistakes_held_out``, when given, are what the methods
+        of those names return for them (worked out while the mistake table trained,
+        and as soon as it had)."""
         held = model_held_out
         if held is None:
             held = self.model_held_out(X, labels, folds, digests)
@@ -413,27 +415,18 @@ class SpamFilter:
             raise ValueError("the held-out scores are of other messages")
         positive = self.positive_class()
         assert positive is not None
-        log_odds = np.empty(len(labels))
-        label_array = np.asarray(labels, dtype=object)
-        weight = self.mistake_weight()
-        if weight:
-            table = self.mistakes
-            usable = self.model.active_features()
-            rows = class_rows(self.classes, labels)
-            if mistake_copies is None:
-                mistake_copies = np.zeros(len(labels), dtype=np.int64)
-        for held_out in held.folds:
-            jll = held.jll[held_out]
-            if weight:
-                # One fold's presence rows at a time: all of them at once would be a
-                # second copy of the calibration sample.
-                P_fold = presence(self.model.fit_columns(X[held_out]))
-                jll = (1 - weight) * jll + weight * table.held_out_joint(
-                    P_fold, rows[held_out], mistake_copies[held_out], usable
-                )
-            log_odds[held_out] = self.model.log_odds_from_jll(jll, positive)
+        table_jll = mistakes_held_out
+        if table_jll is None:
+            table_jll = self.mistakes_held_out(X, labels, held.folds, mistake_copies)
+        jll = held.jll
+        if table_jll is not None:
+            if table_jll.shape != jll.shape:
+                raise ValueError("the mistake table's held-out scores are of other messages")
+            weight = self.mistake_weight()
+            jll = (1 - weight) * jll + weight * table_jll
+        log_odds = self.model.log_odds_from_jll(jll, positive)
         lengths = held.lengths
-        is_spam = label_array == positive
+        is_spam = np.asarray(labels, dtype=object) == positive
         slope, intercept = fit_platt(normalised(log_odds, lengths, LENGTH_EXPONENT), is_spam)
         fitted = Calibration(
             slope=slope,
@@ -454,18 +447,16 @@ class SpamFilter:
         self.calibration = replace(fitted, ham_cutoff=ham_cutoff, spam_cutoff=spam_cutoff)
         return True
 
-    def model_held_out(
+    def calibration_folds(
         self,
         X: sp.csr_matrix,
         labels: Sequence[str],
         folds: int = 5,
         digests: Sequence[str] | None = None,
-    ) -> HeldOut | None:
-        """The calibration's folds of these just-counted messages, and each message's
-        joint log-likelihoods and evidence length under the model minus its fold: the
-        part of :meth:`fit_calibration_matrix` that the mistake table does not enter.
-        None when the calibration is not to be refitted on them (too few, a class
-        missing, or a small batch against a calibration fitted on more)."""
+    ) -> list[np.ndarray] | None:
+        """The calibration's folds of these just-counted messages (each a list of row
+        numbers), or None when the calibration is not to be refitted on them (too few,
+        a class missing, or a small batch against a calibration fitted on more)."""
         positive = self.positive_class()
         present = set(labels)
         if positive is None or positive not in present or len(present) < 2:
@@ -479,18 +470,62 @@ class SpamFilter:
             # A nightly batch of a few corrections would fit the map to noise; keep
             # the calibration fitted on more mail.
             return None
-        label_array = np.asarray(labels, dtype=object)
-        order = self._calibration_order(X, label_array, digests)
-        jll = np.empty((len(labels), len(self.classes)))
-        lengths = np.empty(len(labels))
-        dealt = [
+        order = self._calibration_order(X, np.asarray(labels, dtype=object), digests)
+        return [
             held_out for _train, held_out in stratified_folds(labels, folds, seed=0, order=order)
         ]
+
+    def model_held_out(
+        self,
+        X: sp.csr_matrix,
+        labels: Sequence[str],
+        folds: int = 5,
+        digests: Sequence[str] | None = None,
+        dealt: list[np.ndarray] | None = None,
+    ) -> HeldOut | None:
+        """Each message's joint log-likelihoods and evidence length under the model
+        minus its fold, with the folds (``dealt``, else :meth:`calibration_folds`): the
+        part of :meth:`fit_calibration_matrix` that the mistake table does not enter.
+        None when the calibration is not to be refitted on them."""
+        if dealt is None:
+            dealt = self.calibration_folds(X, labels, folds, digests)
+        if dealt is None:
+            return None
+        label_array = np.asarray(labels, dtype=object)
+        jll = np.empty((len(labels), len(self.classes)))
+        lengths = np.empty(len(labels))
         for held_out in dealt:
             jll[held_out], lengths[held_out] = self.model.held_out_scores(
                 X[held_out], list(label_array[held_out])
             )
         return HeldOut(dealt, jll, lengths)
+
+    def mistakes_held_out(
+        self,
+        X: sp.csr_matrix,
+        labels: Sequence[str],
+        dealt: list[np.ndarray],
+        mistake_copies: np.ndarray | None = None,
+    ) -> np.ndarray | None:
+        """Each message's joint log-likelihoods under the mistake table minus its own
+        ``mistake_copies`` (what training returned; without them it is scored as
+        trained), fold by fold; None for a model without the table."""
+        if not self.mistake_weight():
+            return None
+        table = self.mistakes
+        usable = self.model.active_features()
+        rows = class_rows(self.classes, labels)
+        if mistake_copies is None:
+            mistake_copies = np.zeros(len(labels), dtype=np.int64)
+        jll = np.empty((len(labels), len(self.classes)))
+        for held_out in dealt:
+            # One fold's presence rows at a time: all of them at once would be a
+            # second copy of the calibration sample.
+            P_fold = presence(self.model.fit_columns(X[held_out]))
+            jll[held_out] = table.held_out_joint(
+                P_fold, rows[held_out], mistake_copies[held_out], usable
+            )
+        return jll
 
     def _calibration_order(
         self, X: sp.csr_matrix, labels: np.ndarray, digests: Sequence[str] | None

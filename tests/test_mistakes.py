@@ -505,6 +505,27 @@ def test_scoring_the_filter_never_grows_its_table(sample_maildir):
     assert spam_filter.mistakes.counts.shape == narrow
 
 
+def test_the_calibration_takes_its_two_held_out_parts_worked_out_apart(sample_maildir):
+    spam_filter, token_lists, labels, digests = sample_filter(sample_maildir)
+    X = spam_filter.vectorise(token_lists)
+    copies = np.array([spam_filter.mistake_copies.get(d, 0) for d in digests])
+    assert copies.any()
+    apart = copy.deepcopy(spam_filter)
+    assert spam_filter.fit_calibration_matrix(X, labels, mistake_copies=copies, digests=digests)
+    dealt = apart.calibration_folds(X, labels, digests=digests)
+    assert dealt is not None
+    held = apart.model_held_out(X, labels, dealt=dealt)
+    table = apart.mistakes_held_out(X, labels, dealt, copies)
+    assert table is not None
+    # The table's share without the copies taken back is another calibration.
+    as_trained = apart.mistakes_held_out(X, labels, dealt)
+    assert not np.array_equal(table, as_trained)
+    assert apart.fit_calibration_matrix(X, labels, model_held_out=held, mistakes_held_out=table)
+    assert apart.calibration == spam_filter.calibration
+    with pytest.raises(ValueError, match="other messages"):
+        apart.fit_calibration_matrix(X, labels, model_held_out=held, mistakes_held_out=table[1:])
+
+
 def test_a_run_larger_than_the_sample_trains_the_same_table_in_any_order(sample_maildir):
     from spamnb.training import learn_batches
 
