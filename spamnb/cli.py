@@ -719,7 +719,13 @@ def learn_streaming(
 
     def batches() -> Iterator[tuple[list[bytes], list[str]]]:
         labelled = iter_labelled(pairs, mail_format, recursive)
-        for batch in batches_for(labelled, workers["jobs"], lambda pair: len(pair[0].data)):
+        for batch in batches_for(
+            labelled,
+            lambda pair: len(pair[0].data),
+            spam_filter.settings,
+            jobs=workers["jobs"],
+            backend=workers["backend"],
+        ):
             yield [item.data for item, _ in batch], [label for _, label in batch]
 
     try:
@@ -894,13 +900,15 @@ def classify(
     # Messages are read, counted and scored a batch at a time (one sparse product, or
     # one search of the table, each), so a folder of any size takes memory for a batch,
     # not for the folder.
-    batches = batches_for(
-        (item for item, _ in iter_labelled([("", p) for p in paths], mail_format, recursive)),
-        workers["jobs"],
-        lambda item: len(item.data),
-    )
     labeller = scorer if scorer is not None else spam_filter
     assert labeller is not None
+    batches = batches_for(
+        (item for item, _ in iter_labelled([("", p) for p in paths], mail_format, recursive)),
+        lambda item: len(item.data),
+        labeller.settings,
+        jobs=workers["jobs"],
+        backend=workers["backend"],
+    )
     counted_batches = counted_in_order(
         batches,
         lambda batch: [item.data for item in batch],

@@ -404,8 +404,8 @@ class SpamFilter:
     ) -> bool:
         """:meth:`fit_calibration` for messages already counted with this vocabulary.
         ``model_held_out`` and ``mistakes_held_out``, when given, are what the methods
-        of those names return for them (worked out while the mistake table trained,
-        and as soon as it had)."""
+        of those names return for them, over the same folds (worked out while the
+        mistake table trained, and as soon as it had)."""
         held = model_held_out
         if held is None:
             held = self.model_held_out(X, labels, folds, digests)
@@ -415,14 +415,14 @@ class SpamFilter:
             raise ValueError("the held-out scores are of other messages")
         positive = self.positive_class()
         assert positive is not None
-        table_jll = mistakes_held_out
-        if table_jll is None:
-            table_jll = self.mistakes_held_out(X, labels, held.folds, mistake_copies)
         jll = held.jll
-        if table_jll is not None:
-            if table_jll.shape != jll.shape:
+        weight = self.mistake_weight()
+        if weight:
+            table_jll = mistakes_held_out
+            if table_jll is None:
+                table_jll = self.mistakes_held_out(X, labels, held.folds, mistake_copies)
+            if table_jll is None or table_jll.shape != jll.shape:
                 raise ValueError("the mistake table's held-out scores are of other messages")
-            weight = self.mistake_weight()
             jll = (1 - weight) * jll + weight * table_jll
         log_odds = self.model.log_odds_from_jll(jll, positive)
         lengths = held.lengths
@@ -507,9 +507,9 @@ class SpamFilter:
         dealt: list[np.ndarray],
         mistake_copies: np.ndarray | None = None,
     ) -> np.ndarray | None:
-        """Each message's joint log-likelihoods under the mistake table minus its own
-        ``mistake_copies`` (what training returned; without them it is scored as
-        trained), fold by fold; None for a model without the table."""
+        """Each message's joint log-likelihoods under the mistake table minus the
+        ``mistake_copies`` of its fold in ``dealt`` (what training returned; without
+        them it is scored as trained); None for a model without the table."""
         if not self.mistake_weight():
             return None
         table = self.mistakes

@@ -87,19 +87,42 @@ def test_the_last_batches_come_in_pieces_of_about_equal_weight():
     # Full batches up to the last full one but one; then the three heavy items, which
     # one batch would have held with five light ones, each go to a worker of their own.
     assert batches[:3] == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11, 12, 13, 14]]
-    assert batches[3:] == [[15, 16, 17, 18, 19, 20], [21], [22]]
+    assert batches[3:] == [[15, 16, 17, 18, 19], [20], [21], [22]]
     # By number when the items weigh the same, the last full batch included.
-    assert list(batched(range(10), 5, last_pieces=4)) == [[0, 1, 2, 3, 4], [5, 6], [7], [8], [9]]
-    # A run that fits one batch stays one (it is counted without workers).
+    assert list(batched(range(10), 5, last_pieces=4)) == [[0, 1, 2, 3, 4], [5], [6, 7], [8], [9]]
+    # A run that fits one batch stays one (it is counted without workers), and a
+    # longer one is never one, however its weight lies: one heavy message last.
     assert list(batched(range(5), 5, last_pieces=4)) == [[0, 1, 2, 3, 4]]
     assert list(batched(range(6), 5, last_pieces=4)) == [[0, 1], [2], [3, 4], [5]]
+    assert [len(batch) for batch in batched(range(6), 5, 4, lambda item: 10**9 * item)] == [
+        3,
+        1,
+        1,
+        1,
+    ]
     assert list(batched(range(12), 5)) == [[0, 1, 2, 3, 4], [5, 6, 7, 8, 9], [10, 11]]
     assert list(batched([], 5, last_pieces=4)) == []
+    # Weights past a float's precision lose nothing.
+    huge = list(batched(range(8), 5, 4, lambda item: 2**60 if item == 0 else 1))
+    assert [item for batch in huge for item in batch] == list(range(8))
+
+
+def test_reading_ahead_gives_the_batch_read_before_an_error():
+    def mail():
+        yield from range(7)
+        raise OSError("unreadable")
+
+    given = []
+    with pytest.raises(OSError, match="unreadable"):
+        for batch in batched(mail(), 5, last_pieces=4):
+            given.append(batch)
+    assert given == [[0, 1, 2, 3, 4]]
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_batches_for_workers_give_the_serial_model(sample_maildir, jobs):
     from spamnb.parallel import batches_for
+    from spamnb.tokens import DEFAULT_SETTINGS
 
     messages, labels = sample_messages(sample_maildir)
     pairs = list(zip(messages, labels, strict=True))
@@ -107,13 +130,20 @@ def test_batches_for_workers_give_the_serial_model(sample_maildir, jobs):
     def size_of(pair: tuple[bytes, str]) -> int:
         return len(pair[0])
 
+    def batches_of(size: int | None = None, backend: str = "local") -> list[list]:
+        return list(
+            batches_for(pairs, size_of, DEFAULT_SETTINGS, jobs=jobs, backend=backend, size=size)
+        )
+
     # The sample fits one batch: it stays one, for any number of workers.
-    assert len(list(batches_for(pairs, jobs, size_of))) == 1
+    assert len(batches_of()) == 1
     # In batches of 7, its 60 messages are 8 full batches and 4 more: with workers
-    # the last 11 come in 4 pieces (two a worker), without them as they are.
-    batches = list(batches_for(pairs, jobs, size_of, size=7))
+    # the last 11 come in 4 pieces (two a worker), without them as they are; a
+    # cluster's threads are not counted here.
+    batches = batches_of(size=7)
     assert [pair for batch in batches for pair in batch] == pairs
     assert len(batches) == (7 + 4 if jobs > 1 else 9)
+    assert len(batches_of(size=7, backend="dask")) == 9
     serial = learned_at_once(messages, labels)
     batched_filter = SpamFilter()
     learn_batches(
@@ -122,6 +152,21 @@ def test_batches_for_workers_give_the_serial_model(sample_maildir, jobs):
         jobs=jobs,
     )
     assert_same_model(serial, batched_filter)
+
+
+def test_batches_weigh_a_message_as_far_as_the_tokenizer_reads_it():
+    from spamnb.parallel import batches_for
+    from spamnb.tokens import DEFAULT_SETTINGS
+
+    assert DEFAULT_SETTINGS.max_bytes
+    sizes = [4_000] * 700 + [20 * DEFAULT_SETTINGS.max_bytes]
+    pieces = [
+        len(batch) for batch in batches_for(range(701), sizes.__getitem__, DEFAULT_SETTINGS, jobs=2)
+    ]
+    # Weighed whole, the attachment would leave the other 700 messages one piece of
+    # 698 (the other two pieces would take one each); as read, it weighs as much as
+    # 262 of them, and they are dealt three pieces of about a quarter of the work.
+    assert pieces == [241, 240, 219, 1]
 
 
 def test_the_calibration_sample_is_bounded_and_uniform():
