@@ -408,9 +408,10 @@ class SpamFilter:
         mistake table trained, and as soon as it had)."""
         held = model_held_out
         if held is None:
-            held = self.model_held_out(X, labels, folds, digests)
-        if held is None:
-            return False
+            dealt = self.calibration_folds(X, labels, folds, digests)
+            if dealt is None:
+                return False
+            held = self.model_held_out(X, labels, dealt)
         if len(held.jll) != len(labels) or X.shape[0] != len(labels):
             raise ValueError("the held-out scores are of other messages")
         positive = self.positive_class()
@@ -476,21 +477,12 @@ class SpamFilter:
         ]
 
     def model_held_out(
-        self,
-        X: sp.csr_matrix,
-        labels: Sequence[str],
-        folds: int = 5,
-        digests: Sequence[str] | None = None,
-        dealt: list[np.ndarray] | None = None,
-    ) -> HeldOut | None:
+        self, X: sp.csr_matrix, labels: Sequence[str], dealt: list[np.ndarray]
+    ) -> HeldOut:
         """Each message's joint log-likelihoods and evidence length under the model
-        minus its fold, with the folds (``dealt``, else :meth:`calibration_folds`): the
-        part of :meth:`fit_calibration_matrix` that the mistake table does not enter.
-        None when the calibration is not to be refitted on them."""
-        if dealt is None:
-            dealt = self.calibration_folds(X, labels, folds, digests)
-        if dealt is None:
-            return None
+        minus its fold of ``dealt`` (what :meth:`calibration_folds` gives), with the
+        folds: the part of :meth:`fit_calibration_matrix` that the mistake table does
+        not enter."""
         label_array = np.asarray(labels, dtype=object)
         jll = np.empty((len(labels), len(self.classes)))
         lengths = np.empty(len(labels))

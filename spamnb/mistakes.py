@@ -313,11 +313,9 @@ class MistakeTable:
         copies = np.zeros(n, dtype=np.int64)
         if n == 0 or n_classes < 2:
             return copies
-        if order is not None:
-            pass
-        elif tokens is None:
+        if order is None and tokens is None:
             order = np.random.default_rng(seed).permutation(n)
-        else:
+        elif order is None:
             order = content_order(X, tokens, seed, digests)
         labels = np.asarray(rows)[order]
         starts, ends = X.indptr[:-1][order], X.indptr[1:][order]

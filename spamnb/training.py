@@ -248,7 +248,7 @@ def _train_mistakes_and_calibrate(
     vocabulary = spam_filter.vocabulary
 
     def beside_the_table() -> tuple[np.ndarray, HeldOut | None]:
-        held_out = spam_filter.model_held_out(X, labels, dealt=dealt) if dealt else None
+        held_out = spam_filter.model_held_out(X, labels, dealt) if dealt else None
         return vocabulary_hashes(vocabulary), held_out
 
     with in_background(beside_the_table, fork=helped and trains) as worked_out:

@@ -514,7 +514,7 @@ def test_the_calibration_takes_its_two_held_out_parts_worked_out_apart(sample_ma
     assert spam_filter.fit_calibration_matrix(X, labels, mistake_copies=copies, digests=digests)
     dealt = apart.calibration_folds(X, labels, digests=digests)
     assert dealt is not None
-    held = apart.model_held_out(X, labels, dealt=dealt)
+    held = apart.model_held_out(X, labels, dealt)
     table = apart.mistakes_held_out(X, labels, dealt, copies)
     assert table is not None
     # The table's share without the copies taken back is another calibration.
