@@ -77,6 +77,36 @@ def test_batches_skip_known_mail_and_move_relabelled_mail(sample_maildir):
     )
 
 
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_run_keeps_large_blocks_on_the_heap_until_it_outgrows_the_sample(
+    sample_maildir, monkeypatch, jobs
+):
+    import spamnb.training as training
+
+    messages, labels = sample_messages(sample_maildir)
+    learnt = []
+    used = []
+
+    def learn_and_log(spam_filter, batch, *rest):
+        real_learn_batch(spam_filter, batch, *rest)
+        learnt.append(len(batch[1]))
+
+    real_learn_batch = training._learn_batch
+    monkeypatch.setattr(training, "_learn_batch", learn_and_log)
+    monkeypatch.setattr(
+        training, "_use_heap_thresholds", lambda thresholds: used.append((sum(learnt), thresholds))
+    )
+    learn_batches(SpamFilter(), in_batches(messages, labels, 10), jobs=jobs, sample_size=25)
+    # Workers are forked with the large run's thresholds; the training process then
+    # takes the small run's, and the large run's once it has learnt more than the
+    # sample holds (three batches of ten).
+    assert used == [(0, training._LARGE_RUN), (0, training._SMALL_RUN), (30, training._LARGE_RUN)]
+    used.clear()
+    learnt.clear()
+    learn_batches(SpamFilter(), in_batches(messages, labels, 10), jobs=jobs)
+    assert used == [(0, training._LARGE_RUN), (0, training._SMALL_RUN)]
+
+
 def test_the_last_batches_come_in_pieces_of_about_equal_weight():
     def weight(item: int) -> int:
         return 100 if item >= 20 else 1
