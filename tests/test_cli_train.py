@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -405,6 +406,29 @@ def test_overlapping_paths_count_each_message_once(tmp_path, sample_maildir):
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["classes"]["spam"]["trained"] == 30
     assert "counted once" in result.stderr
+
+
+def test_a_message_is_one_message_however_its_path_is_spelt(tmp_path, sample_maildir, monkeypatch):
+    cur = sample_maildir / "spam" / "cur"
+    first = sorted(cur.iterdir())[0]
+    (tmp_path / "alias").symlink_to(sample_maildir / "spam", target_is_directory=True)
+    (tmp_path / "link").symlink_to(first)
+    (tmp_path / "box").write_bytes(b"From a\n\nx\n")
+    monkeypatch.chdir(cur)
+    identity = cli.message_identities()
+    spellings = [
+        str(first),
+        str(tmp_path / "alias" / "cur" / first.name),
+        str(tmp_path / "link"),
+        first.name,
+        f"../cur/{first.name}",
+    ]
+    assert {identity(path) for path in spellings} == {os.path.realpath(first)}
+    assert identity(f"{tmp_path}/../{tmp_path.name}/box:2") == f"{os.path.realpath(tmp_path)}/box:2"
+    assert identity("-") == "-"
+    # Each spelling given as a path of its own, the message is learnt once.
+    summary = run_json("train", "-m", tmp_path / "m.joblib", "--spam", *spellings)
+    assert summary["classes"]["spam"]["trained"] == 1
 
 
 def test_a_message_under_two_labels_is_an_error(tmp_path, sample_maildir):
