@@ -337,7 +337,7 @@ def _use_heap_thresholds(thresholds: tuple[int, int]) -> None:
     0.82 s, and 4.03 s of wall time against 4.39 (three runs each), for 245 MB at
     its peak against 218.  A run turns large once it has learnt more messages than
     the calibration sample holds; at 100,000 messages the training process then
-    peaked at 539 MB (582 for all processes), against 527 (562) with 1 MiB from the
+    peaked at 540 MB (572 for all processes), against 527 (562) with 1 MiB from the
     start, and with the workers left at glibc's own thresholds 532 (596).
     """
     mallopt = _glibc_function("mallopt")
