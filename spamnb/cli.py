@@ -429,7 +429,8 @@ def message_identities() -> Callable[[str], str]:
     A message file is named by its folder's real path, resolved once per folder, and
     its own name, unless that is a symbolic link: resolving each message's path took
     19 microseconds (80 ms in the training process for the 4,232 SpamAssassin
-    training messages, where the two workers needed the core) against 3.
+    training messages, where the two workers needed the core) against 3.  The
+    folders are resolved for the working directory of the first call: one run's.
     """
     real_paths: dict[str, str] = {}
 

@@ -178,7 +178,7 @@ def learn_batches(
         "cut": {"size": 0, "tokens": 0},
     }
     sample = CalibrationSample(sample_size)
-    batches_learnt = 0
+    batches_learnt = messages_counted = 0
     large = False
     _use_heap_thresholds(_LARGE_RUN)
     counting = counted_in_order(
@@ -193,13 +193,16 @@ def learn_batches(
     # Closed on the way out, so that an error or Ctrl-C stops the workers at once.
     with closing(counting):
         counted_batches = started(counting)
-        # The workers are forked now and keep the large run's thresholds.
+        # Any local workers are forked now, and keep the large run's thresholds.
         _use_heap_thresholds(_SMALL_RUN)
         with progress() if progress is not None else nullcontext(None) as on_step:
             for batch, counted in counted_batches:
                 _learn_batch(spam_filter, batch, counted, outcome, sample)
                 batches_learnt += 1
-                if not large and sample.seen > sample.size:
+                # Counted, not learnt: mail the model knows already is counted all the
+                # same (a nightly run over the same folders).
+                messages_counted += len(batch[1])
+                if not large and messages_counted > sample.size:
                     large = True
                     _use_heap_thresholds(_LARGE_RUN)
                     _return_freed_memory()
@@ -260,9 +263,10 @@ def _train_mistakes_and_calibrate(
 
     with in_background(beside_the_table, fork=helped and trains) as worked_out:
         copies = spam_filter.train_mistakes(X, labels, digests, order=order)
-        # The table's share of the calibration, while the helper finishes its own:
-        # the helper's work took 0.2 s longer than the table's walk (SpamAssassin
-        # training part), time this spent waiting.
+        # The table's share of the calibration, while the helper finishes its own
+        # (the two end within a few hundredths of a second of each other on the
+        # SpamAssassin training part; worked out after the helper's, it was waited
+        # for).
         table_held_out = spam_filter.mistakes_held_out(X, labels, dealt, copies) if dealt else None
         hashes, held_out = worked_out()
     # Tokens are only ever appended: the hashes of all of them stay right.
@@ -320,13 +324,14 @@ def _glibc_function(name: str) -> Any:
 def _use_heap_thresholds(thresholds: tuple[int, int]) -> None:
     """Set glibc's thresholds for this process (and workers forked later): a small
     run keeps its large blocks on the heap, a large run gives every block of 1 MiB
-    or more pages of its own, returned to the system when it is freed.
+    or more pages of its own, returned to the system when it is freed.  They stay
+    set when training is over.
 
     Left to itself, glibc starts at 128 KiB and raises the block size, up to 32 MiB,
     each time such a block is freed, so counting's batch-sized arrays and pickled
     batches soon come from the heap, which keeps their pages once they are freed.
-    Training 100,000 messages with two forked workers, the processes then held
-    676 MB at once (their summed PSS, while counting) and the training process
+    Training 100,000 messages with two forked workers (at 222bb3d), the processes then
+    held 676 MB at once (their summed PSS, while counting) and the training process
     peaked at 576 MB; with the threshold fixed at 1 MiB, 587 and 566 MB (the target
     is 600).
 
@@ -335,10 +340,10 @@ def _use_heap_thresholds(thresholds: tuple[int, int]) -> None:
     messages) took 435,000 page faults and 1.34 s of system time; with the workers
     at 1 MiB and the training process at the small run's thresholds, 222,000 and
     0.82 s, and 4.03 s of wall time against 4.39 (three runs each), for 245 MB at
-    its peak against 218.  A run turns large once it has learnt more messages than
+    its peak against 218.  A run turns large once it has counted more messages than
     the calibration sample holds; at 100,000 messages the training process then
     peaked at 540 MB (572 for all processes), against 527 (562) with 1 MiB from the
-    start, and with the workers left at glibc's own thresholds 532 (596).
+    start (docs/benchmarks.md has the other policies measured).
     """
     mallopt = _glibc_function("mallopt")
     if mallopt is not None:

@@ -81,30 +81,39 @@ def test_batches_skip_known_mail_and_move_relabelled_mail(sample_maildir):
 def test_a_run_keeps_large_blocks_on_the_heap_until_it_outgrows_the_sample(
     sample_maildir, monkeypatch, jobs
 ):
+    import multiprocessing
+
     import spamnb.training as training
 
     messages, labels = sample_messages(sample_maildir)
-    learnt = []
+    counted = []
     used = []
 
     def learn_and_log(spam_filter, batch, *rest):
         real_learn_batch(spam_filter, batch, *rest)
-        learnt.append(len(batch[1]))
+        counted.append(len(batch[1]))
+
+    def use(thresholds):
+        used.append((sum(counted), len(multiprocessing.active_children()), thresholds))
 
     real_learn_batch = training._learn_batch
     monkeypatch.setattr(training, "_learn_batch", learn_and_log)
-    monkeypatch.setattr(
-        training, "_use_heap_thresholds", lambda thresholds: used.append((sum(learnt), thresholds))
-    )
-    learn_batches(SpamFilter(), in_batches(messages, labels, 10), jobs=jobs, sample_size=25)
+    monkeypatch.setattr(training, "_use_heap_thresholds", use)
+    workers = jobs if jobs > 1 else 0
+    large, small = training._LARGE_RUN, training._SMALL_RUN
+    spam_filter = SpamFilter()
     # Workers are forked with the large run's thresholds; the training process then
-    # takes the small run's, and the large run's once it has learnt more than the
-    # sample holds (three batches of ten).
-    assert used == [(0, training._LARGE_RUN), (0, training._SMALL_RUN), (30, training._LARGE_RUN)]
+    # takes the small run's, and the large run's once it has counted more than the
+    # sample holds (three batches of ten), whether it learns them or knows them.
+    for _ in range(2):
+        used.clear()
+        counted.clear()
+        learn_batches(spam_filter, in_batches(messages, labels, 10), jobs=jobs, sample_size=25)
+        assert used == [(0, 0, large), (0, workers, small), (30, workers, large)]
+    assert spam_filter.model.class_counts.sum() == len(set(spam_filter.trained)) > 30
     used.clear()
-    learnt.clear()
     learn_batches(SpamFilter(), in_batches(messages, labels, 10), jobs=jobs)
-    assert used == [(0, training._LARGE_RUN), (0, training._SMALL_RUN)]
+    assert [thresholds for *_, thresholds in used] == [large, small]
 
 
 def test_the_last_batches_come_in_pieces_of_about_equal_weight():
