@@ -433,12 +433,7 @@ def message_identities() -> Callable[[str], str]:
     training messages, where the two workers needed the core) against 3.  The
     folders are resolved for the working directory of the first call: one run's.
     """
-    real_paths: dict[str, str] = {}
-
-    def real(path: str) -> str:
-        if path not in real_paths:
-            real_paths[path] = os.path.realpath(path)
-        return real_paths[path]
+    real = functools.cache(os.path.realpath)
 
     def identity(source: str) -> str:
         if source == "-":
