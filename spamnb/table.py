@@ -210,12 +210,17 @@ def table_arrays(
     if not (np.isfinite(weights).all() and np.isfinite(constant).all()):
         return None
     # Sorted by hash, a row of weights per entry; the rare tokens whose hashes
-    # collide share one entry, their weights summed in their columns' order.
-    order = np.argsort(hashes, kind="stable")
+    # collide share one entry, their weights summed in their columns' order.  Only
+    # equal hashes need a stable sort for that, so the quicker unstable one goes
+    # first: 18 ms against 46 for the 500,000 hashes of the SpamAssassin training
+    # part's model.
+    order = np.argsort(hashes)
+    distinct = _run_starts(hashes[order])
+    if not distinct.all():
+        order = np.argsort(hashes, kind="stable")
     hashes = hashes[order].astype("<u8", copy=False)
     weights = np.ascontiguousarray(weights.T[order], dtype="<f8")
     del order
-    distinct = _run_starts(hashes)
     if not distinct.all():
         starts = np.flatnonzero(distinct)
         weights, hashes = np.add.reduceat(weights, starts, axis=0), hashes[starts]
