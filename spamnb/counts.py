@@ -10,15 +10,17 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from itertools import chain, islice, repeat
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
-import scipy.sparse as sp
 
 if TYPE_CHECKING:
+    import scipy.sparse as sp
+
     from .tokens import TokenizerSettings
 
 __all__ = [
+    "LocalCounts",
     "Vocabulary",
     "count_matrix",
     "cut_flags",
@@ -127,6 +129,8 @@ def count_matrix(
             rows = np.repeat(np.arange(n), lengths)[known]
             per_row = np.bincount(rows, minlength=n)
             indices = indices[known]
+    import scipy.sparse as sp
+
     indptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(per_row, out=indptr[1:])
     data = np.ones(len(indices), dtype=np.float64)
@@ -145,6 +149,8 @@ def presence(X: sp.spmatrix) -> sp.csr_matrix:
     100,000 messages (a calibration fold, 579 MB).  Neither matrix may then be changed
     in place; spamnb only multiplies them.
     """
+    import scipy.sparse as sp
+
     X = sp.csr_matrix(X)
     if not X.has_canonical_format:
         # Summed first, so that a column stored twice in a row still counts once.
@@ -160,14 +166,29 @@ def used_columns(X: sp.spmatrix) -> np.ndarray:
     numbers instead, 250 ms for the 600,000 of one calibration fold of the
     SpamAssassin training part against 1.5 ms, and calibration asks twice per fold.
     """
+    import scipy.sparse as sp
+
     X = sp.csr_matrix(X)
     used = np.zeros(X.shape[1], dtype=bool)
     used[X.indices] = True
     return np.flatnonzero(used)
 
 
-def local_counts(token_lists: Sequence[Sequence[str]]) -> tuple[list[str], sp.csr_matrix]:
-    """A count matrix over the batch's own vocabulary (first-seen order), and its tokens.
+class LocalCounts(NamedTuple):
+    """A batch's counts over its own tokens, as the arrays of a canonical CSR matrix
+    (each row's columns ascending, each once) whose columns are ``tokens``.
+
+    Not a scipy matrix: a worker forked before the parent imported scipy never
+    imports it (0.16 s of start-up; see ``cli.train``)."""
+
+    tokens: list[str]
+    data: np.ndarray
+    indices: np.ndarray
+    indptr: np.ndarray
+
+
+def local_counts(token_lists: Sequence[Sequence[str]]) -> LocalCounts:
+    """The counts of a batch over its own vocabulary (first-seen order).
 
     Workers count this way, knowing nothing of the model; :func:`to_vocabulary` then
     maps the columns onto the model's.
@@ -187,42 +208,43 @@ def local_counts(token_lists: Sequence[Sequence[str]]) -> tuple[list[str], sp.cs
     # goes as soon as it is unused instead of at the next garbage collection (which
     # had raised training's peak memory by 17 MB at 25,000 messages).
     index.default_factory = None
-    # Each message's distinct tokens, in column order, with their counts: what the
-    # matrix's sum_duplicates() makes of it, by one sort of numbers (a tenth faster).
+    # Each message's distinct tokens, in column order, with their counts: what a
+    # scipy matrix's sum_duplicates() makes of them, by one sort of numbers (a tenth
+    # faster).
     n, width = len(token_lists), len(index)
     rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
     pairs, counts = np.unique(rows * width + np.asarray(columns, np.int64), return_counts=True)
     rows = pairs // max(width, 1)
     np.cumsum(np.bincount(rows, minlength=n), out=indptr[1:])
-    matrix = sp.csr_matrix((counts.astype(np.float64), pairs - rows * width, indptr), (n, width))
-    return list(index), matrix
+    return LocalCounts(list(index), counts.astype(np.float64), pairs - rows * width, indptr)
 
 
-def to_vocabulary(
-    tokens: Sequence[str], matrix: sp.csr_matrix, vocabulary: Vocabulary, *, grow: bool
-) -> sp.csr_matrix:
-    """``matrix``, whose columns are ``tokens`` (distinct, as :func:`local_counts`
-    gives them), with the columns of ``vocabulary``.
+def to_vocabulary(counts: LocalCounts, vocabulary: Vocabulary, *, grow: bool) -> sp.csr_matrix:
+    """The ``counts`` of a batch as a matrix with the columns of ``vocabulary``.
 
     With ``grow`` the batch's new tokens are added in its first-seen order, so batches
     mapped in message order build the very vocabulary that counting all the messages
     at once builds.  Without it, tokens the vocabulary lacks are dropped.
     """
+    import scipy.sparse as sp
+
+    tokens = counts.tokens
     if grow:
         columns = vocabulary.numbered(tokens)
     else:
         index = vocabulary.index
         columns = np.fromiter(map(index.get, tokens, repeat(-1)), np.int64, count=len(tokens))
-    mapped = columns[matrix.indices] if len(tokens) else matrix.indices.astype(np.int64)
-    shape = (matrix.shape[0], len(vocabulary))
+    n_rows = len(counts.indptr) - 1
+    mapped = columns[counts.indices] if len(tokens) else counts.indices.astype(np.int64)
+    shape = (n_rows, len(vocabulary))
     if grow or (mapped >= 0).all():
-        result = sp.csr_matrix((matrix.data, mapped, matrix.indptr), shape=shape)
+        result = sp.csr_matrix((counts.data, mapped, counts.indptr), shape=shape)
     else:
         keep = mapped >= 0
-        rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))[keep]
-        indptr = np.zeros(matrix.shape[0] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=matrix.shape[0]), out=indptr[1:])
-        result = sp.csr_matrix((matrix.data[keep], mapped[keep], indptr), shape=shape)
+        rows = np.repeat(np.arange(n_rows), np.diff(counts.indptr))[keep]
+        indptr = np.zeros(n_rows + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+        result = sp.csr_matrix((counts.data[keep], mapped[keep], indptr), shape=shape)
     # Columns in order within each row, as count_matrix leaves them: sums of the
     # same numbers in another order can differ in the last bit.
     result.sort_indices()

@@ -14,9 +14,10 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from . import __version__
+from . import HAM, SPAM, __version__
 from .calibration import LENGTH_EXPONENT, Calibration, choose_cutoffs, fit_platt, normalised
 from .counts import Vocabulary, count_matrix, presence
+from .mail import message_digest
 from .mistakes import MistakeTable, class_rows, content_keys, content_order
 from .model import NaiveBayes
 from .scores import predicted_labels, stratified_folds
@@ -24,8 +25,6 @@ from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
 
 __all__ = ["HAM", "SPAM", "HeldOut", "SpamFilter", "message_digest"]
 
-SPAM = "spam"
-HAM = "ham"
 # The defaults of a new model, chosen by 5-fold cross-validation on the training
 # parts of the SpamAssassin and Enron1 70/30 splits (docs/accuracy.md has the
 # tables): counting each token once per message beat counting every occurrence on
@@ -59,41 +58,6 @@ class HeldOut:
     folds: list[np.ndarray]
     jll: np.ndarray
     lengths: np.ndarray
-
-
-def message_digest(data: bytes) -> str:
-    """What identifies a message for "trained before?": its Message-ID and its body.
-
-    Other headers are left out because they change after delivery (the verdict
-    header, a mail client's Status: flags), and the message must still be recognised
-    when filed again from the junk folder; the Message-ID tells apart identical
-    bodies, or the Subject when there is no Message-ID.
-    """
-    import hashlib
-
-    from .mail import message_id
-    from .pipe import header_block_end
-
-    end = header_block_end(data)
-    body = data[end:].lstrip(b"\r\n")
-    identity = message_id(data)
-    if identity is None:
-        # Without a Message-ID, mail that differs only in its Subject (form letters,
-        # or Enron1's 87 training messages that share a body) must still count as
-        # different messages; a client rewriting the Subject is the lesser risk.
-        identity = "subject:" + (subject_line(data[:end]) or "")
-    identity_bytes = identity.encode("utf-8", "replace")
-    return hashlib.blake2b(identity_bytes + b"\0" + body, digest_size=16).hexdigest()
-
-
-def subject_line(header_block: bytes) -> str | None:
-    """The raw Subject field of a header block, unfolded, or None."""
-    import re
-
-    match = re.search(rb"(?im)^subject:(.*(?:\r?\n[ \t].*)*)", header_block)
-    if match is None:
-        return None
-    return " ".join(match.group(1).decode("utf-8", "replace").split())
 
 
 # Enough tokens to see what drove a verdict, few enough to read.

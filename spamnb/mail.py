@@ -160,6 +160,38 @@ def message_id(data: bytes) -> str | None:
     return header_value(data, "Message-ID")
 
 
+def message_digest(data: bytes) -> str:
+    """What identifies a message for "trained before?": its Message-ID and its body.
+
+    Other headers are left out because they change after delivery (the verdict
+    header, a mail client's Status: flags), and the message must still be recognised
+    when filed again from the junk folder; the Message-ID tells apart identical
+    bodies, or the Subject when there is no Message-ID.
+    """
+    import hashlib
+
+    from .pipe import header_block_end
+
+    end = header_block_end(data)
+    body = data[end:].lstrip(b"\r\n")
+    identity = message_id(data)
+    if identity is None:
+        # Without a Message-ID, mail that differs only in its Subject (form letters,
+        # or Enron1's 87 training messages that share a body) must still count as
+        # different messages; a client rewriting the Subject is the lesser risk.
+        identity = "subject:" + (subject_line(data[:end]) or "")
+    identity_bytes = identity.encode("utf-8", "replace")
+    return hashlib.blake2b(identity_bytes + b"\0" + body, digest_size=16).hexdigest()
+
+
+def subject_line(header_block: bytes) -> str | None:
+    """The raw Subject field of a header block, unfolded, or None."""
+    match = re.search(rb"(?im)^subject:(.*(?:\r?\n[ \t].*)*)", header_block)
+    if match is None:
+        return None
+    return " ".join(match.group(1).decode("utf-8", "replace").split())
+
+
 def date_header(data: bytes) -> str | None:
     """The Date header of the raw message, on one line (None as for message_id)."""
     return header_value(data, "Date")

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     # its import was a tenth of classify's start-up.
     import scipy.sparse as sp
 
-    from .counts import Vocabulary
+    from .counts import LocalCounts, Vocabulary
     from .table import HashedBatch, TableScorer
 
 __all__ = [
@@ -71,15 +71,14 @@ Item = TypeVar("Item")
 
 @dataclass
 class BatchCounts:
-    """One batch, counted: a message-by-token count matrix, each message's number of
-    tokens, and each message's digest (when asked for).
+    """One batch, counted: its counts, each message's number of tokens, and each
+    message's digest (when asked for).
 
-    A worker counts over the batch's own vocabulary, whose tokens (first-seen order)
-    come in ``tokens``; counted in this process, the matrix's columns are already the
-    model's vocabulary and ``tokens`` is None.
+    A worker counts over the batch's own vocabulary (``local``); counted in this
+    process, the counts are a ``matrix`` whose columns are the model's vocabulary.
     """
 
-    tokens: list[str] | None
+    local: LocalCounts | None
     matrix: sp.csr_matrix | None
     digests: list[str] | None
     lengths: np.ndarray
@@ -92,11 +91,11 @@ class BatchCounts:
         """The counts with the columns of ``vocabulary`` (see :func:`to_vocabulary`)."""
         from .counts import to_vocabulary
 
+        if self.local is not None:
+            return to_vocabulary(self.local, vocabulary, grow=grow)
         if self.matrix is None:
             raise ValueError("a batch scored through a table has no counts")
-        if self.tokens is None:
-            return self.matrix
-        return to_vocabulary(self.tokens, self.matrix, vocabulary, grow=grow)
+        return self.matrix
 
     def scored_by(self, scorer: TableScorer) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Probabilities, spam log-odds and evidence lengths of a batch from
@@ -129,17 +128,16 @@ def count_batch(
 
     token_lists = [tokenize(data, settings) for data in messages]
     lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+    digests = _digests(messages, with_digests)
     if vocabulary is None:
-        tokens, matrix = local_counts(token_lists)
-    else:
-        tokens, matrix = None, count_matrix(token_lists, vocabulary, grow=False)
-    return BatchCounts(tokens, matrix, _digests(messages, with_digests), lengths)
+        return BatchCounts(local_counts(token_lists), None, digests, lengths)
+    return BatchCounts(None, count_matrix(token_lists, vocabulary, grow=False), digests, lengths)
 
 
 def _digests(messages: Sequence[bytes], wanted: bool) -> list[str] | None:
     if not wanted:
         return None
-    from .filter import message_digest
+    from .mail import message_digest
 
     return [message_digest(data) for data in messages]
 

@@ -23,19 +23,23 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
 from . import __version__
 from .calibration import Calibration
 from .counts import Vocabulary
-from .filter import SpamFilter
-from .mistakes import MistakeTable
-from .model import NaiveBayes
 from .paths import ModelFileError, check_trusted, default_model_path, table_path
 from .table import checked_vocabulary_hashes, vocabulary_hashes
 from .tokens import TokenizerSettings
+
+if TYPE_CHECKING:
+    # Imported where a model is made from a file: training a new model takes its
+    # lock before it imports scipy (see cli.train).
+    from .filter import SpamFilter
+    from .mistakes import MistakeTable
+    from .model import NaiveBayes
 
 __all__ = [
     "FILE_MAGIC",
@@ -186,6 +190,10 @@ def _unpack_trained(packed: object, classes: list[str]) -> dict[str, str]:
 
 
 def from_payload(payload: object, path: Path) -> SpamFilter:
+    from .filter import SpamFilter
+    from .mistakes import MistakeTable
+    from .model import NaiveBayes
+
     if not isinstance(payload, dict) or payload.get("format") != FORMAT_NAME:
         raise ModelFileError(f"{path} is not a spamnb model file")
     version = payload.get("format_version")
@@ -235,6 +243,8 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
 def _unpack_mistakes(
     packed: object, model: NaiveBayes, trained: dict[str, str]
 ) -> tuple[MistakeTable, dict[str, int]]:
+    from .mistakes import MistakeTable
+
     if not isinstance(packed, dict):
         raise ValueError("the mistake table is not a table")
     table = MistakeTable.from_state(packed, len(model.classes), model.n_features)

@@ -17,18 +17,30 @@ import ctypes
 import hashlib
 import heapq
 import sys
-from collections.abc import Callable, Iterable, Sequence
-from contextlib import AbstractContextManager, closing, nullcontext
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from .counts import cut_flags
-from .filter import HeldOut, SpamFilter
 from .parallel import BatchCounts, counted_in_order, default_jobs, in_background, started
 
-__all__ = ["CALIBRATION_SAMPLE", "CalibrationSample", "learn_batches"]
+if TYPE_CHECKING:
+    # Imported where used: counting_started() forks its workers before a new model's
+    # training imports scipy (see cli.train).
+    import scipy.sparse as sp
+
+    from .filter import HeldOut, SpamFilter
+    from .tokens import TokenizerSettings
+
+__all__ = [
+    "CALIBRATION_SAMPLE",
+    "CalibrationSample",
+    "counting_started",
+    "learn_batches",
+    "learn_counted",
+]
 
 CALIBRATION_SAMPLE = 10_000
 
@@ -68,6 +80,8 @@ class CalibrationSample:
         # Counts of one message fit 32 bits, and so do column numbers below 2^31: half
         # the memory of the float64 data and int64 columns the batches come in (10,000
         # rows of about 1,000 tokens each are 80 MB instead of 160).
+        import scipy.sparse as sp
+
         X = sp.csr_matrix(
             (X.data.astype(np.float32), X.indices.astype(np.int32), X.indptr.astype(np.int32)),
             shape=X.shape,
@@ -118,6 +132,8 @@ class CalibrationSample:
         it is copied, since at the end of training the stacked matrix, the model and
         the mistake table's working arrays meet at training's memory peak.
         """
+        import scipy.sparse as sp
+
         parts = self.parts
         if release:
             self.parts = []
@@ -153,9 +169,46 @@ class CalibrationSample:
         return X[keep], [self.labels[i] for i in keep], [self.digests[i] for i in keep]
 
 
+Batch = tuple[Sequence[bytes], Sequence[str]]
+
+
+@contextmanager
+def counting_started(
+    batches: Iterable[Batch],
+    settings: TokenizerSettings,
+    *,
+    jobs: int | None = 1,
+    backend: str = "local",
+    scheduler: str | None = None,
+) -> Iterator[Iterator[tuple[Batch, BatchCounts]]]:
+    """Batches of (raw messages, labels), each given back with its counts, in order,
+    counted as ``jobs`` and ``backend`` say (see :func:`parallel.counted_in_order`).
+
+    The first batch is counted on entering, so that any local workers are forked by
+    then: training a new model forks them before this process imports scipy and the
+    model's modules (see ``cli.train``).  Leaving stops the workers at once, on an
+    error or Ctrl-C too.
+    """
+    _use_heap_thresholds(_LARGE_RUN)
+    counting = counted_in_order(
+        batches,
+        lambda batch: batch[0],
+        settings,
+        jobs=jobs,
+        backend=backend,
+        scheduler=scheduler,
+        with_digests=True,
+    )
+    with closing(counting):
+        counted = started(counting)
+        # Any local workers are forked now, and keep the large run's thresholds.
+        _use_heap_thresholds(_SMALL_RUN)
+        yield counted
+
+
 def learn_batches(
     spam_filter: SpamFilter,
-    batches: Iterable[tuple[Sequence[bytes], Sequence[str]]],
+    batches: Iterable[Batch],
     *,
     jobs: int | None = 1,
     backend: str = "local",
@@ -164,12 +217,31 @@ def learn_batches(
     sample_size: int = CALIBRATION_SAMPLE,
 ) -> dict[str, Any]:
     """Learn batches of (raw messages, labels) as :meth:`SpamFilter.learn` learns, then
-    refit the calibration once; returns the summed outcome of every batch, with
-    ``cut``: how many messages the tokenizer's limits cut (see :func:`counts.cut_flags`).
+    refit the calibration once (see :func:`learn_counted`)."""
+    with counting_started(
+        batches, spam_filter.settings, jobs=jobs, backend=backend, scheduler=scheduler
+    ) as counted:
+        return learn_counted(
+            spam_filter, counted, jobs=jobs, progress=progress, sample_size=sample_size
+        )
+
+
+def learn_counted(
+    spam_filter: SpamFilter,
+    counted: Iterable[tuple[Batch, BatchCounts]],
+    *,
+    jobs: int | None = 1,
+    progress: Callable[[], AbstractContextManager[Callable[[int], None]]] | None = None,
+    sample_size: int = CALIBRATION_SAMPLE,
+) -> dict[str, Any]:
+    """Learn batches with their counts from :func:`counting_started` (entered with
+    ``spam_filter``'s tokenizer settings and the same ``jobs``), then refit the
+    calibration once; returns the summed outcome of every batch, with ``cut``: how
+    many messages the tokenizer's limits cut (see :func:`counts.cut_flags`).
 
     ``progress()`` gives a function called with each batch's number of messages; it is
-    entered once the first batch is counted, after any workers are forked (a progress
-    bar's thread must not exist when they are)."""
+    entered here, after any workers are forked (a progress bar's thread must not
+    exist when they are)."""
     outcome: dict[str, Any] = {
         "learned": 0,
         "moved": 0,
@@ -180,34 +252,19 @@ def learn_batches(
     sample = CalibrationSample(sample_size)
     batches_learnt = messages_counted = 0
     large = False
-    _use_heap_thresholds(_LARGE_RUN)
-    counting = counted_in_order(
-        batches,
-        lambda batch: batch[0],
-        spam_filter.settings,
-        jobs=jobs,
-        backend=backend,
-        scheduler=scheduler,
-        with_digests=True,
-    )
-    # Closed on the way out, so that an error or Ctrl-C stops the workers at once.
-    with closing(counting):
-        counted_batches = started(counting)
-        # Any local workers are forked now, and keep the large run's thresholds.
-        _use_heap_thresholds(_SMALL_RUN)
-        with progress() if progress is not None else nullcontext(None) as on_step:
-            for batch, counted in counted_batches:
-                _learn_batch(spam_filter, batch, counted, outcome, sample)
-                batches_learnt += 1
-                # Counted, not learnt: mail the model knows already is counted all the
-                # same (a nightly run over the same folders).
-                messages_counted += len(batch[1])
-                if not large and messages_counted > sample.size:
-                    large = True
-                    _use_heap_thresholds(_LARGE_RUN)
-                    _return_freed_memory()
-                if on_step is not None:
-                    on_step(len(batch[1]))
+    with progress() if progress is not None else nullcontext(None) as on_step:
+        for batch, counts in counted:
+            _learn_batch(spam_filter, batch, counts, outcome, sample)
+            batches_learnt += 1
+            # Counted, not learnt: mail the model knows already is counted all the
+            # same (a nightly run over the same folders).
+            messages_counted += len(batch[1])
+            if not large and messages_counted > sample.size:
+                large = True
+                _use_heap_thresholds(_LARGE_RUN)
+                _return_freed_memory()
+            if on_step is not None:
+                on_step(len(batch[1]))
     _return_freed_memory()
     if sample.labels:
         X, labels, digests = sample.current(spam_filter.trained, len(spam_filter.vocabulary))

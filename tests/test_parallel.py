@@ -258,8 +258,10 @@ def test_counting_in_workers_keeps_the_batch_order(sample_maildir):
     with batch_counter(SpamFilter().settings, jobs=1) as count:
         here = list(count(batches, True))
     assert [b.digests for b in there] == [b.digests for b in here]
-    assert [b.tokens for b in there] == [b.tokens for b in here]
-    assert all((a.matrix != b.matrix).nnz == 0 for a, b in zip(there, here, strict=True))
+    assert [b.local.tokens for b in there] == [b.local.tokens for b in here]
+    for a, b in zip(there, here, strict=True):
+        for x, y in zip(a.local[1:], b.local[1:], strict=True):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
 
 
 @pytest.mark.parametrize("forked", [True, False])
@@ -289,7 +291,7 @@ def test_workers_draw_at_most_a_window_of_batches_ahead(sample_maildir, monkeypa
     assert set(drawn) == {threading.current_thread()}
     with batch_counter(SpamFilter().settings, jobs=1) as count:
         here = list(count(batches, False))
-    assert [b.tokens for b in counted] == [b.tokens for b in here]
+    assert [b.local.tokens for b in counted] == [b.local.tokens for b in here]
 
 
 def train_cli(model: Path, sample_maildir: Path, *extra: str) -> dict:
@@ -395,7 +397,7 @@ def test_forked_workers_count_into_the_model_vocabulary(sample_maildir):
         there = list(count(batches, True))
     with batch_counter(settings, jobs=1, vocabulary=vocabulary) as count:
         here = list(count(batches, True))
-    assert all(b.tokens is None for b in there)
+    assert all(b.local is None for b in there)
     assert [b.digests for b in there] == [b.digests for b in here]
     assert all((a.matrix != b.matrix).nnz == 0 for a, b in zip(there, here, strict=True))
     assert all(
@@ -426,7 +428,7 @@ def test_workers_score_through_the_table_or_hash_for_it(
     really_forked = forked and parallel.can_fork()
     assert all((b.scores is not None) == really_forked for b in there)
     assert all((b.hashed is not None) != really_forked for b in there)
-    assert all(b.scores is not None and b.matrix is None for b in here)
+    assert all(b.scores is not None and b.matrix is None and b.local is None for b in here)
     for a, b in zip(there, here, strict=True):
         for got, expected in zip(a.scored_by(scorer), b.scored_by(scorer), strict=True):
             np.testing.assert_array_equal(got, expected)
@@ -507,6 +509,63 @@ def test_forked_workers_end_with_a_parent_killed_outright():
     for pid in alive:
         os.kill(pid, signal.SIGKILL)
     assert not alive, "the workers outlived their parent"
+
+
+# Run in a fresh interpreter, where nothing has imported scipy yet.  Each worker
+# appends, after each batch it counts, whether scipy was imported in its process and
+# whether it was in the parent's when the parent forked it.
+EARLY_FORK_SCRIPT = """
+import os, sys
+from spamnb import parallel
+from spamnb.entry import main
+
+parallel.BATCH_SIZE = 5
+report = open(sys.argv[1], "a")
+parent_had_scipy = []
+start_worker = parallel._start_forked_worker
+run_work = parallel._run_inherited_work
+
+
+def started(parent):
+    parent_had_scipy.append("scipy" in sys.modules)
+    start_worker(parent)
+
+
+def counted(messages, with_digests):
+    counts = run_work(messages, with_digests)
+    print(parent_had_scipy[0], "scipy" in sys.modules, file=report, flush=True)
+    return counts
+
+
+# Looked up by name where the pool sends the work and where a worker starts.
+counted.__qualname__ = counted.__name__ = "_run_inherited_work"
+counted.__module__ = parallel.__name__
+parallel._start_forked_worker, parallel._run_inherited_work = started, counted
+sys.argv[1:] = sys.argv[2:]
+main()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="forked workers are Linux's")
+def test_a_new_models_workers_are_forked_before_scipy_and_never_import_it(tmp_path, sample_maildir):
+    # Forked first, they tokenize while the parent imports scipy and the model's
+    # modules; a worker importing scipy itself would pay that again.
+    report, model = tmp_path / "report", tmp_path / "model.joblib"
+    mail = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    command = [sys.executable, "-c", EARLY_FORK_SCRIPT, report, "train", "--jobs", "2"]
+    done = subprocess.run([*command, "-m", model, *mail], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = report.read_text().splitlines()
+    assert len(lines) > 2  # the sample's 60 messages in batches of 5 or fewer
+    assert set(lines) == {"False False"}
+    # Into a model that exists, its settings are read first, and so is scipy.
+    report.unlink()
+    done = subprocess.run([*command, "-m", model, *mail], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert set(report.read_text().splitlines()) == {"True True"}
+    # The same model as counting in one process.
+    run("train", "--new", "--jobs", "1", "-m", tmp_path / "alone.joblib", *mail)
+    assert_same_model(load(model), load(tmp_path / "alone.joblib"))
 
 
 # Run in a fresh interpreter: a test before may have left a thread running here
