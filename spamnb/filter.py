@@ -128,7 +128,10 @@ class SpamFilter:
     def mistake_order(self, X: sp.csr_matrix, digests: Sequence[str] | None = None) -> np.ndarray:
         """The order :meth:`train_mistakes` walks these messages in (see
         :func:`mistakes.content_order`)."""
-        return content_order(self.model.fit_columns(X), self.vocabulary.tokens, digests=digests)
+        vocabulary = self.vocabulary
+        return content_order(
+            self.model.fit_columns(X), vocabulary.tokens, digests=digests, crcs=vocabulary.crcs()
+        )
 
     def train_mistakes(
         self,

@@ -261,6 +261,7 @@ def learn_counted(
             messages_counted += len(batch[1])
             if not large and messages_counted > sample.size:
                 large = True
+                spam_filter.vocabulary.stop_keeping_crcs()
                 _use_heap_thresholds(_LARGE_RUN)
                 _return_freed_memory()
             if on_step is not None:

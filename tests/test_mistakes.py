@@ -461,6 +461,29 @@ def test_the_content_order_is_the_naive_one_across_its_chunks_and_empty_rows():
         np.testing.assert_array_equal(
             content_order(X, tokens, seed), np.argsort(keys, kind="stable")
         )
+    # A vocabulary built by counting keeps its tokens' CRCs from seed 0, which give the
+    # same order; one that stopped keeping them, or holds tokens added one by one, has
+    # none to give.
+    vocabulary = Vocabulary()
+    vocabulary.numbered(tokens[:70_000])
+    vocabulary.numbered(tokens[60_000:])
+    crcs = vocabulary.crcs()
+    assert vocabulary.tokens == tokens and crcs is not None and crcs.dtype == np.uint32
+    np.testing.assert_array_equal(
+        content_order(X, tokens, 0, crcs=crcs),
+        np.argsort(naive_content_keys(X, tokens, 0), kind="stable"),
+    )
+    # Given for another seed, they are not used.
+    np.testing.assert_array_equal(
+        content_order(X, tokens, 5, crcs=crcs), content_order(X, tokens, 5)
+    )
+    vocabulary.add("another")
+    assert vocabulary.crcs() is None
+    assert Vocabulary.from_tokens(tokens).crcs() is None
+    vocabulary = Vocabulary()
+    vocabulary.numbered(tokens[:10])
+    vocabulary.stop_keeping_crcs()
+    assert vocabulary.crcs() is None
     # Messages with the same tokens are ordered by their digests, not by where they stand.
     twins = sp.csr_matrix(np.array([[1, 1, 0], [1, 1, 0], [0, 0, 1]], dtype=float))
     order = content_order(twins, ["a", "b", "c"], digests=["z", "a", "m"])
