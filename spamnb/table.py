@@ -215,13 +215,16 @@ def table_arrays(
     # first: 18 ms against 46 for the 500,000 hashes of the SpamAssassin training
     # part's model.
     order = np.argsort(hashes)
-    distinct = _run_starts(hashes[order])
-    if not distinct.all():
+    ordered = hashes[order]
+    distinct = _run_starts(ordered)
+    collide = not distinct.all()
+    if collide:
         order = np.argsort(hashes, kind="stable")
-    hashes = hashes[order].astype("<u8", copy=False)
+        ordered = hashes[order]
+    hashes = ordered.astype("<u8", copy=False)
     weights = np.ascontiguousarray(weights.T[order], dtype="<f8")
-    del order
-    if not distinct.all():
+    del order, ordered
+    if collide:
         starts = np.flatnonzero(distinct)
         weights, hashes = np.add.reduceat(weights, starts, axis=0), hashes[starts]
     fences, crcs = block_index(hashes, weights)

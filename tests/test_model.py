@@ -102,6 +102,24 @@ def test_large_alpha_tends_to_uniform():
     assert spam_probability(model, vocabulary, "cheap pills buy") == pytest.approx(0.5, abs=1e-6)
 
 
+def test_numbering_adds_new_tokens_in_order_and_keeps_index_and_tokens_in_step():
+    from spamnb.counts import LocalCounts, to_vocabulary
+
+    vocabulary = Vocabulary.from_tokens(["a", "b"])
+    assert vocabulary.numbered(["b", "c", "a", "c", "d"]).tolist() == [1, 2, 0, 2, 3]
+    assert vocabulary.tokens == ["a", "b", "c", "d"]
+    assert vocabulary.index == {"a": 0, "b": 1, "c": 2, "d": 3}
+    # An error partway leaves what was numbered before it in both.
+    with pytest.raises(TypeError):
+        vocabulary.numbered(["e", ["not", "a", "token"]])
+    assert vocabulary.tokens == ["a", "b", "c", "d", "e"]
+    assert vocabulary.add("f") == 5 and vocabulary.index.default_factory is None
+    # A batch's tokens are distinct; a repeated one would break its matrix.
+    repeated = LocalCounts(["n", "n"], np.ones(2), np.array([0, 1]), np.array([0, 2]))
+    with pytest.raises(ValueError, match="distinct"):
+        to_vocabulary(repeated, Vocabulary(), grow=True)
+
+
 def test_prior_follows_class_counts():
     vocabulary = Vocabulary()
     X = count_matrix([["a"], ["a"], ["a"], ["b"]], vocabulary, grow=True)

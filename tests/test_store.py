@@ -255,6 +255,10 @@ def test_strings_packed_in_slices_are_the_bytes_of_the_whole_join(monkeypatch, s
             assert packed["utf8"].tobytes() == whole
         else:
             assert all(any(sep in s for s in strings) for sep in ("\n", "\x00", "\x1f"))
+    # Slices longer than those before them grow the array, which stays its own.
+    strings = ["é" * (i // 3) for i in range(60)]
+    packed = pack_strings(strings)["utf8"]
+    assert packed.tobytes() == "\n".join(strings).encode() and packed.flags.owndata
 
 
 def test_repeated_tokens_are_refused(tmp_path, trained):
