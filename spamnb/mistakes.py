@@ -32,6 +32,7 @@ forgotten or moved to another class.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -161,6 +162,37 @@ def content_keys(
             sums = np.add.reduceat(column_keys[X.indices[first:last]], offsets)
             keys[start:end][filled] = sums
     return keys
+
+
+_ONE_BLOCK = np.zeros(1, dtype=np.intp)
+
+
+def _single_margin(
+    indices: np.ndarray,
+    start: int,
+    end: int,
+    values: np.ndarray,
+    per_token: np.ndarray,
+    label: int,
+    divisors: np.ndarray,
+) -> float:
+    """The margin :meth:`MistakeTable.train` gives the message whose columns are
+    indices[start:end], as a block of that message alone would: the same sums by the
+    same numpy calls (``np.add.reduceat``, as :func:`block_sums` gathers a few rows;
+    a plain sum adds in another order), the rest on one row.  In the first pass,
+    where about a message in four is added and each addition starts a block of one,
+    it took the walk of the SpamAssassin training part from 0.37 s to 0.33 (its first
+    pass from 0.17 s to 0.14)."""
+    if start == end:
+        return math.inf  # no tokens: no copy of it can change its margin
+    summed = np.add.reduceat(values.take(indices[start:end], axis=0), _ONE_BLOCK, axis=0)[0]
+    known = summed[-1]
+    if known == 0:
+        return 0.0
+    scores = summed[:-1] - known * per_token
+    mine = scores[label]
+    scores[label] = -np.inf
+    return float((mine - scores.max()) / divisors[int(known)])
 
 
 class MistakeTable:
@@ -350,32 +382,54 @@ class MistakeTable:
             self.counts[:, local[active]].T.astype(np.float64) + ALPHA
         )
         values[active, n_classes] = 1.0
+        # What a block's scoring needs beside the table: each message's place and
+        # class as Python numbers, and the divisor of a margin for each number of known
+        # tokens (a whole number, as the values' last column is 1 for each active
+        # column), worked out once rather than in each block.
+        bounds, classes = indptr.tolist(), labels.tolist()
+        sizes = np.diff(indptr)
+        divisors = np.maximum(np.arange(sizes.max() + 1, dtype=np.float64), 1) ** LENGTH_EXPONENT
+        tokenless = sizes == 0
+        # An empty table has no totals; every message then scores 0 anyway.
+        per_token = np.log(totals + ALPHA * n_active) if n_active else totals.copy()
         for _ in range(PASSES):
             added = 0
             position, chunk = 0, 1
             while position < n:
                 end = min(position + chunk, n)
-                summed = block_sums(indices, indptr, values, position, end)
-                known = summed[:, n_classes]
-                # An empty table has no totals; every message then scores 0 anyway.
-                per_token = np.log(totals + ALPHA * n_active) if n_active else totals
-                scores = summed[:, :n_classes] - known[:, None] * per_token
-                own = labels[position:end]
-                mine = scores[np.arange(len(own)), own]
-                scores[np.arange(len(own)), own] = -np.inf
-                margins = (mine - scores.max(axis=1)) / np.maximum(known, 1) ** LENGTH_EXPONENT
-                margins[known == 0] = 0.0
-                # A message with no tokens: no copy of it can change its margin.
-                margins[indptr[position + 1 : end + 1] == indptr[position:end]] = np.inf
-                hits = np.flatnonzero(margins <= MARGIN)
+                if end - position == 1:
+                    # One message, the most common block after an addition, scored with
+                    # a third of the numpy calls of a block (see _single_margin).
+                    margin = _single_margin(
+                        indices,
+                        bounds[position],
+                        bounds[end],
+                        values,
+                        per_token,
+                        classes[position],
+                        divisors,
+                    )
+                    hits = [0] if margin <= MARGIN else []
+                else:
+                    summed = block_sums(indices, indptr, values, position, end)
+                    known = summed[:, n_classes]
+                    scores = summed[:, :n_classes] - known[:, None] * per_token
+                    own = labels[position:end]
+                    mine = scores[np.arange(len(own)), own]
+                    scores[np.arange(len(own)), own] = -np.inf
+                    margins = (mine - scores.max(axis=1)) / divisors[known.astype(np.int64)]
+                    margins[known == 0] = 0.0
+                    # A message with no tokens: no copy of it can change its margin.
+                    margins[tokenless[position:end]] = np.inf
+                    hits = np.flatnonzero(margins <= MARGIN)
                 if not len(hits):
-                    position += len(own)
+                    position = end
                     # At most 1,024 messages a block, so that its matrix stays small.
                     chunk = min(chunk * 4, 1024)
                     continue
                 first = position + int(hits[0])
-                columns = indices[indptr[first] : indptr[first + 1]]
-                label = labels[first]
+                columns = indices[bounds[first] : bounds[first + 1]]
+                label = classes[first]
                 in_table = local[columns]
                 self.counts[label, in_table] += 1
                 new = columns[~active[columns]]
@@ -388,6 +442,7 @@ class MistakeTable:
                     self.counts[label, in_table].astype(np.float64) + ALPHA
                 )
                 totals[label] += len(columns)
+                per_token = np.log(totals + ALPHA * n_active)
                 copies[order[first]] += 1
                 added += 1
                 position, chunk = first + 1, 1
