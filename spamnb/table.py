@@ -170,7 +170,7 @@ def model_identity(status: os.stat_result) -> list[int]:
 
 
 def table_arrays(
-    spam_filter: SpamFilter, model_status: os.stat_result | None = None
+    spam_filter: SpamFilter,
 ) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
     """The table's header and the arrays of its body, in order, for a model, or None
     when it cannot have one.
@@ -237,7 +237,8 @@ def table_arrays(
         "tokenizer": spam_filter.settings.to_dict(),
         "entries": len(hashes),
         "block": BLOCK,
-        "model": model_identity(model_status) if model_status is not None else None,
+        # The identity of the model file it goes with, once that is written.
+        "model": None,
     }
     return header, (fences, crcs, hashes, weights)
 

@@ -74,6 +74,35 @@ def test_failed_write_keeps_the_old_model(tmp_path, trained, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.joblib", "model.joblib.table"]
 
 
+def test_the_table_worked_out_beside_the_model_ties_to_it_and_passes_on_errors(
+    tmp_path, trained, monkeypatch
+):
+    import threading
+
+    from spamnb.table import load_table, model_identity
+
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+    # Worked out in a thread while the model was written, the table still names the
+    # model file as written.
+    table = load_table(path, path.with_name("model.joblib.table"), trust=False)
+    assert table.header["model"] == model_identity(path.stat())
+    threads = threading.active_count()
+
+    def broken(spam_filter):
+        raise RuntimeError("no table")
+
+    monkeypatch.setattr("spamnb.table.table_arrays", broken)
+    with pytest.raises(RuntimeError, match="no table"):
+        save(trained, path)
+    assert threading.active_count() == threads
+    # A failed model write waits for the thread too, and its own error is the one told.
+    monkeypatch.setattr(joblib, "dump", lambda *a, **k: (_ for _ in ()).throw(OSError(5, "EIO")))
+    with pytest.raises(ModelFileError, match="EIO"):
+        save(trained, path)
+    assert threading.active_count() == threads
+
+
 def test_missing_model_says_how_to_make_one(tmp_path):
     with pytest.raises(ModelFileError, match="spamnb train"):
         load(tmp_path / "nothing.joblib")
