@@ -151,16 +151,11 @@ def hash_batch(token_lists: Sequence[Sequence[str]]) -> HashedBatch:
 
     import numpy as np
 
+    from .counts import number_tokens
+
     lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
-    # A new token is numbered by the dict's own size, inside C (as counts.local_counts).
     numbers: defaultdict[str, int] = defaultdict()
-    numbers.default_factory = numbers.__len__
-    ids = np.fromiter(
-        map(numbers.__getitem__, chain.from_iterable(token_lists)),
-        dtype=np.int64,
-        count=int(lengths.sum()),
-    )
-    numbers.default_factory = None  # the factory is the dict's own method: a cycle
+    ids = number_tokens(numbers, chain.from_iterable(token_lists))
     return HashedBatch(token_hashes(list(numbers)), ids, lengths)
 
 
