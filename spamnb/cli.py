@@ -30,8 +30,10 @@ if TYPE_CHECKING:
 
     from .filter import SpamFilter
     from .mail import MailItem
+    from .parallel import BatchCounts
     from .table import TableScorer
     from .tokens import TokenizerSettings
+    from .training import LabelledBatch
 
 # Options that take several paths each, as in `--spam a b c --ham d`: shells expand
 # `--spam ~/Mail/junk/*` to many words, and users expect that to work.
@@ -524,24 +526,26 @@ def tokenize_with_progress(
         return spam_filter.tokenize([item.data for item in items], on_each=advance)
 
 
+def tokenizer_options(scoring: Mapping[str, Any]) -> dict[str, int]:
+    """The tokenizer settings given on the command line."""
+    return {name: int(scoring[name]) for name in TOKENIZER_OPTIONS if scoring.get(name) is not None}
+
+
 def fresh_settings(scoring: Mapping[str, Any]) -> TokenizerSettings:
     """The tokenizer settings of a model made now: the defaults, but for those given
     on the command line (which apply_scoring_options then finds already set)."""
     from .tokens import DEFAULT_SETTINGS
 
-    given = {
-        name: int(scoring[name]) for name in TOKENIZER_OPTIONS if scoring.get(name) is not None
-    }
-    return DEFAULT_SETTINGS._replace(**given)
+    return DEFAULT_SETTINGS._replace(**tokenizer_options(scoring))
 
 
 def apply_scoring_options(spam_filter: SpamFilter, scoring: Mapping[str, Any]) -> None:
     """Set the scoring options given on the command line; the rest stay the model's."""
-    scoring = dict(scoring)
-    for name in TOKENIZER_OPTIONS:
-        value = scoring.pop(name, None)
+    given = tokenizer_options(scoring)
+    scoring = {name: value for name, value in scoring.items() if name not in TOKENIZER_OPTIONS}
+    for name, value in given.items():
         current = getattr(spam_filter.settings, name)
-        if value is None or int(value) == current:
+        if value == current:
             continue
         # The vocabulary was counted with the model's tokenizer: only a model that
         # has counted nothing yet can take another.
@@ -554,7 +558,7 @@ def apply_scoring_options(spam_filter: SpamFilter, scoring: Mapping[str, Any]) -
                 f"this model was trained with {state}; the tokenizer is fixed "
                 "when a model is created (train --new starts a new one)"
             )
-        spam_filter.settings = spam_filter.settings._replace(**{name: int(value)})
+        spam_filter.settings = spam_filter.settings._replace(**{name: value})
     weight = scoring.pop("mistake_weight", None)
     if weight is not None:
         spam_filter.mistakes.weight = float(weight)
@@ -676,8 +680,9 @@ def train(
             settings = fresh_settings(scoring)
             # A new model's tokenizer settings are known before the model is made, so
             # its mail starts being counted first: the workers are forked before this
-            # process imports scipy and the model's modules (0.2 s), which it then
-            # does while they count: on the SpamAssassin training part they were
+            # process imports scipy and the model's modules (0.2 s in all), which it
+            # then does once the first batch is counted, while the workers count the
+            # next ones: on the SpamAssassin training part they were
             # forked at 0.2 s instead of 0.36, and training took 3.67 s against 3.75
             # (medians of ten alternating runs).
             with (
@@ -767,16 +772,16 @@ def learn_streaming(
     mail_format: str | None,
     recursive: bool,
     workers: Mapping[str, Any],
-    counted: Iterator[Any] | None = None,
+    precounted: Iterator[tuple[LabelledBatch, BatchCounts]] | None = None,
 ) -> dict[str, Any]:
     """Read, count and learn the mail a batch at a time, in parallel as asked; or
-    learn what :func:`mail_counted` already counts (``counted``)."""
+    learn what :func:`mail_counted` counts already (``precounted``)."""
     from .training import learn_counted
 
     with (
         mail_counted(pairs, spam_filter.settings, mail_format, recursive, workers)
-        if counted is None
-        else nullcontext(counted)
+        if precounted is None
+        else nullcontext(precounted)
     ) as counted:
         return learn_counted(
             spam_filter,
@@ -789,11 +794,11 @@ def learn_streaming(
 @contextmanager
 def mail_counted(
     pairs: Sequence[tuple[str, str]],
-    settings: Any,
+    settings: TokenizerSettings,
     mail_format: str | None,
     recursive: bool,
     workers: Mapping[str, Any],
-) -> Iterator[Iterator[Any]]:
+) -> Iterator[Iterator[tuple[LabelledBatch, BatchCounts]]]:
     """The mail of ``pairs``, in batches counted with tokenizer ``settings`` as
     :func:`training.counting_started` counts them (any workers forked on entering)."""
     from .parallel import DaskMissing, WorkerDied, batches_for

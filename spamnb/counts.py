@@ -77,7 +77,7 @@ class Vocabulary:
 
     def catch_up(self) -> None:
         """Append to ``tokens`` what was added to ``index`` directly (dicts keep
-        insertion order), as :func:`count_matrix` does on its hottest loop."""
+        insertion order), as :func:`number_tokens` adds them."""
         added = len(self.index) - len(self.tokens)
         if added > 0:
             # From the end: walking the dict from its start would cost the whole

@@ -512,8 +512,9 @@ def interrupts_deferred() -> Iterator[None]:
 def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
     from .table import model_identity, table_arrays, table_prefix
 
-    # Both files hold the tokens' hashes: worked out once, before the two are made
-    # side by side.
+    # Both files hold the tokens' hashes, which are worked out lazily and kept on the
+    # vocabulary: worked out here first, so that the two sides below neither hash the
+    # tokens twice nor both write them.
     vocabulary_hashes(spam_filter.vocabulary)
     # The table is worked out in a thread while the model is written: both are mostly
     # numpy, hashing and writing, which run without the GIL.  Saving the SpamAssassin

@@ -169,18 +169,19 @@ class CalibrationSample:
         return X[keep], [self.labels[i] for i in keep], [self.digests[i] for i in keep]
 
 
-Batch = tuple[Sequence[bytes], Sequence[str]]
+# A batch of raw messages with their labels.
+LabelledBatch = tuple[Sequence[bytes], Sequence[str]]
 
 
 @contextmanager
 def counting_started(
-    batches: Iterable[Batch],
+    batches: Iterable[LabelledBatch],
     settings: TokenizerSettings,
     *,
     jobs: int | None = 1,
     backend: str = "local",
     scheduler: str | None = None,
-) -> Iterator[Iterator[tuple[Batch, BatchCounts]]]:
+) -> Iterator[Iterator[tuple[LabelledBatch, BatchCounts]]]:
     """Batches of (raw messages, labels), each given back with its counts, in order,
     counted as ``jobs`` and ``backend`` say (see :func:`parallel.counted_in_order`).
 
@@ -208,7 +209,7 @@ def counting_started(
 
 def learn_batches(
     spam_filter: SpamFilter,
-    batches: Iterable[Batch],
+    batches: Iterable[LabelledBatch],
     *,
     jobs: int | None = 1,
     backend: str = "local",
@@ -228,7 +229,7 @@ def learn_batches(
 
 def learn_counted(
     spam_filter: SpamFilter,
-    counted: Iterable[tuple[Batch, BatchCounts]],
+    counted: Iterable[tuple[LabelledBatch, BatchCounts]],
     *,
     jobs: int | None = 1,
     progress: Callable[[], AbstractContextManager[Callable[[int], None]]] | None = None,
@@ -337,27 +338,27 @@ def _train_mistakes_and_calibrate(
 
 def _learn_batch(
     spam_filter: SpamFilter,
-    batch: tuple[Sequence[bytes], Sequence[str]],
-    counted: BatchCounts,
+    batch: LabelledBatch,
+    counts: BatchCounts,
     outcome: dict[str, Any],
     sample: CalibrationSample,
 ) -> None:
     batch_messages, batch_labels = batch
     labels = list(batch_labels)
     by_size, by_tokens = cut_flags(
-        [len(data) for data in batch_messages], counted.lengths, spam_filter.settings
+        [len(data) for data in batch_messages], counts.lengths, spam_filter.settings
     )
     outcome["cut"]["size"] += int(by_size.sum())
     outcome["cut"]["tokens"] += int(by_tokens.sum())
-    X = counted.in_vocabulary(spam_filter.vocabulary, grow=True)
-    assert counted.digests is not None
-    batch_outcome, rows = spam_filter.learn_matrix(X, labels, counted.digests)
+    X = counts.in_vocabulary(spam_filter.vocabulary, grow=True)
+    assert counts.digests is not None
+    batch_outcome, rows = spam_filter.learn_matrix(X, labels, counts.digests)
     for key in ("learned", "moved", "known"):
         outcome[key] += batch_outcome[key]
     for label, count_now in batch_outcome["by_class"].items():
         outcome["by_class"][label] = outcome["by_class"].get(label, 0) + count_now
     if rows:
-        sample.add(X[rows], [labels[i] for i in rows], [counted.digests[i] for i in rows])
+        sample.add(X[rows], [labels[i] for i in rows], [counts.digests[i] for i in rows])
 
 
 # glibc's mallopt parameters: the size from which a block gets pages of its own, and

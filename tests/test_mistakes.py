@@ -436,6 +436,42 @@ def test_scoring_reads_a_table_narrower_than_the_vocabulary_without_growing_it()
     np.testing.assert_array_equal(reloaded.counts[:2, :width_before], table.counts)
 
 
+def test_a_message_scored_alone_gets_the_margin_a_block_of_it_gives():
+    from spamnb.mistakes import _block_margins, _single_margin, margin_divisors
+
+    # The walk scores a block of one message by a path of its own; every margin must
+    # come out as the block path's, to the bit, or the table would depend on how the
+    # walk cut its blocks.
+    rng = np.random.default_rng(3)
+    for n_classes in (2, 3, 4):
+        width = 300
+        values = np.zeros((width, n_classes + 1))
+        live = rng.random(width) < 0.7
+        values[live, :n_classes] = np.log(rng.integers(0, 50, (live.sum(), n_classes)) + 0.01)
+        values[live, n_classes] = 1.0
+        sizes = rng.integers(0, 40, 400)
+        sizes[:3] = 0
+        indptr = np.concatenate([[0], np.cumsum(sizes)])
+        indices = np.concatenate([rng.choice(width, k, replace=False) for k in sizes])
+        # Some messages of inactive columns only: no known token, margin 0.
+        indices[indptr[3] : indptr[6]] = np.flatnonzero(~live)[: indptr[6] - indptr[3]]
+        labels = rng.integers(0, n_classes, len(sizes))
+        per_token = rng.random(n_classes) * 5
+        divisors = margin_divisors(int(sizes.max()))
+        for i in range(len(sizes)):
+            block = _block_margins(indices, indptr, values, per_token, labels, divisors, i, i + 1)
+            alone = _single_margin(
+                indices,
+                int(indptr[i]),
+                int(indptr[i + 1]),
+                values,
+                per_token,
+                int(labels[i]),
+                divisors,
+            )
+            assert np.float64(alone).tobytes() == block[0].tobytes(), i
+
+
 def naive_content_keys(X: sp.csr_matrix, tokens, seed: int = 0) -> np.ndarray:
     keys = []
     for row in range(X.shape[0]):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import time
 
 import joblib
 import numpy as np
@@ -87,20 +88,36 @@ def test_the_table_worked_out_beside_the_model_ties_to_it_and_passes_on_errors(
     # model file as written.
     table = load_table(path, path.with_name("model.joblib.table"), trust=False)
     assert table.header["model"] == model_identity(path.stat())
-    threads = threading.active_count()
+    model_written = threading.Event()
 
-    def broken(spam_filter):
+    def slow_and_broken(spam_filter):
+        # Still working out when the model's write ends, and failing after it.
+        model_written.wait(10)
+        time.sleep(0.2)
         raise RuntimeError("no table")
 
-    monkeypatch.setattr("spamnb.table.table_arrays", broken)
+    real_dump = joblib.dump
+
+    def dump(*args, **kwargs):
+        real_dump(*args, **kwargs)
+        model_written.set()
+
+    monkeypatch.setattr("spamnb.table.table_arrays", slow_and_broken)
+    monkeypatch.setattr(joblib, "dump", dump)
     with pytest.raises(RuntimeError, match="no table"):
         save(trained, path)
-    assert threading.active_count() == threads
+    assert not any(t.name == "spamnb-table" for t in threading.enumerate())
     # A failed model write waits for the thread too, and its own error is the one told.
-    monkeypatch.setattr(joblib, "dump", lambda *a, **k: (_ for _ in ()).throw(OSError(5, "EIO")))
+    model_written.clear()
+
+    def failing_dump(*args, **kwargs):
+        model_written.set()
+        raise OSError(5, "EIO")
+
+    monkeypatch.setattr(joblib, "dump", failing_dump)
     with pytest.raises(ModelFileError, match="EIO"):
         save(trained, path)
-    assert threading.active_count() == threads
+    assert not any(t.name == "spamnb-table" for t in threading.enumerate())
 
 
 def test_missing_model_says_how_to_make_one(tmp_path):
