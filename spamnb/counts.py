@@ -88,10 +88,10 @@ class Vocabulary:
         """The column of each token, new ones added in the order they come.
 
         A missing token is numbered by the dict's own size, all inside C (see
-        :func:`number_tokens`): looking every token up, then adding the new ones (dict.get,
-        a list of the new ones, dict.update) took 0.32 to 0.40 s against 0.29 to 0.33
-        (three runs) to map the SpamAssassin training part's batches, 720,000 batch
-        tokens, onto its vocabulary of 500,000.
+        :func:`number_tokens`): looking every token up, then adding the new ones
+        (dict.get, a list of the new ones, dict.update) took 0.32 to 0.40 s against
+        0.29 to 0.33 (three runs) to map the SpamAssassin training part's batches,
+        720,000 batch tokens, onto its vocabulary of 500,000.
         """
         first = len(self.tokens)
         try:

@@ -211,10 +211,10 @@ def _single_margin(
     """The margin :meth:`MistakeTable.train` gives the message whose columns are
     indices[start:end], as :func:`_block_margins` gives it in a block of its own: the
     same sums by the same numpy calls (``np.add.reduceat``, as :func:`block_sums`
-    gathers a few rows; a plain sum adds in another order), the rest on one row.  In the first pass,
-    where about a message in four is added and each addition starts a block of one,
-    it took the walk of the SpamAssassin training part from 0.37 s to 0.33 (its first
-    pass from 0.17 s to 0.14)."""
+    gathers a few rows; a plain sum adds in another order), the rest on one row.  In
+    the first pass, where about a message in four is added and each addition starts a
+    block of one, it took the walk of the SpamAssassin training part from 0.37 s to
+    0.33 (its first pass from 0.17 s to 0.14)."""
     if start == end:
         return math.inf  # no tokens: no copy of it can change its margin
     summed = np.add.reduceat(values.take(indices[start:end], axis=0), _ONE_BLOCK, axis=0)[0]
@@ -415,9 +415,7 @@ class MistakeTable:
         )
         values[active, n_classes] = 1.0
         # What a block's scoring needs beside the table: each message's place and
-        # class as Python numbers, and the divisor of a margin for each number of known
-        # tokens (a whole number, as the values' last column is 1 for each active
-        # column), worked out once rather than in each block.
+        # class as Python numbers, and the margins' divisors.
         bounds, classes = indptr.tolist(), labels.tolist()
         divisors = margin_divisors(int(np.diff(indptr).max()))
         # An empty table has no totals; every message then scores 0 anyway.

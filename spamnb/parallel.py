@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+# Light (numpy only): forked workers find it imported, instead of each importing it.
+from .counts import LocalCounts, count_matrix, local_counts, to_vocabulary
 from .tokens import TokenizerSettings, tokenize
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ if TYPE_CHECKING:
     # its import was a tenth of classify's start-up.
     import scipy.sparse as sp
 
-    from .counts import LocalCounts, Vocabulary
+    from .counts import Vocabulary
     from .table import HashedBatch, TableScorer
 
 __all__ = [
@@ -56,6 +58,7 @@ __all__ = [
     "count_batch",
     "counted_in_order",
     "default_jobs",
+    "in_a_thread",
     "in_background",
     "score_batch",
     "started",
@@ -89,8 +92,6 @@ class BatchCounts:
 
     def in_vocabulary(self, vocabulary: Vocabulary, *, grow: bool) -> sp.csr_matrix:
         """The counts with the columns of ``vocabulary`` (see :func:`to_vocabulary`)."""
-        from .counts import to_vocabulary
-
         if self.local is not None:
             return to_vocabulary(self.local, vocabulary, grow=grow)
         if self.matrix is None:
@@ -124,8 +125,6 @@ def count_batch(
     vocabulary first (which stays in the processor's cache) and then adding its
     distinct tokens to the model's was no slower.
     """
-    from .counts import count_matrix, local_counts
-
     token_lists = [tokenize(data, settings) for data in messages]
     lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
     digests = _digests(messages, with_digests)
@@ -452,6 +451,38 @@ def _forked_pool(work: Callable[[Sequence[bytes], bool], BatchCounts], jobs: int
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+@contextmanager
+def in_a_thread(work: Callable[[], Item], name: str) -> Iterator[Callable[[], Item]]:
+    """A function that gives ``work()``, worked out meanwhile in a thread, or raises
+    what it raised; :func:`in_background` for work that lets go of the GIL and is
+    too short to be worth a process.  The thread has ended when the block does,
+    however it ends, so nothing is forked while it runs."""
+    import threading
+
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            outcome.append((False, exc))
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+
+    def result() -> Item:
+        thread.join()
+        ok, value = outcome[0]
+        if not ok:
+            raise value
+        return value
+
+    try:
+        yield result
+    finally:
+        thread.join()
 
 
 @contextmanager

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -33,8 +33,6 @@ from .counts import Vocabulary
 from .paths import ModelFileError, check_trusted, default_model_path, table_path
 from .table import checked_vocabulary_hashes, vocabulary_hashes
 from .tokens import TokenizerSettings
-
-Item = TypeVar("Item")
 
 if TYPE_CHECKING:
     # Imported where a model is made from a file: training a new model takes its
@@ -510,6 +508,7 @@ def interrupts_deferred() -> Iterator[None]:
 
 
 def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
+    from .parallel import in_a_thread
     from .table import model_identity, table_arrays, table_prefix
 
     # Both files hold the tokens' hashes, which are worked out lazily and kept on the
@@ -521,7 +520,7 @@ def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
     # training part's model this way made its training 3.48 s against 3.53 (medians
     # of ten alternating runs).  Only the table's header waits for the model file,
     # whose identity it records.
-    with _in_a_thread(lambda: table_arrays(spam_filter)) as worked_out:
+    with in_a_thread(lambda: table_arrays(spam_filter), "spamnb-table") as worked_out:
         _write_atomically(
             path, lambda stream: dump_checksummed(to_payload(spam_filter), stream), mode
         )
@@ -536,36 +535,6 @@ def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
         pieces = (prefix, *(array.data for array in arrays))
         _write_atomically(table_file, lambda stream: stream.writelines(pieces), mode)
     return path.stat().st_size
-
-
-@contextmanager
-def _in_a_thread(work: Callable[[], Item]) -> Iterator[Callable[[], Item]]:
-    """A function that gives ``work()``, worked out meanwhile in a thread, or raises
-    what it raised.  The thread has ended when the block does, however it ends."""
-    import threading
-
-    outcome: list[Any] = []
-
-    def run() -> None:
-        try:
-            outcome.append((True, work()))
-        except BaseException as exc:  # noqa: BLE001 - handed to the caller
-            outcome.append((False, exc))
-
-    thread = threading.Thread(target=run, name="spamnb-table", daemon=True)
-    thread.start()
-
-    def result() -> Item:
-        thread.join()
-        ok, value = outcome[0]
-        if not ok:
-            raise value
-        return value
-
-    try:
-        yield result
-    finally:
-        thread.join()
 
 
 def _write_atomically(path: Path, write: Callable[[BinaryIO], object], mode: int | None) -> None:

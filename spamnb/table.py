@@ -164,9 +164,7 @@ def model_identity(status: os.stat_result) -> list[int]:
     return [status.st_ino, status.st_size, status.st_mtime_ns]
 
 
-def table_arrays(
-    spam_filter: SpamFilter,
-) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
+def table_arrays(spam_filter: SpamFilter) -> tuple[dict[str, Any], tuple[Any, ...]] | None:
     """The table's header and the arrays of its body, in order, for a model, or None
     when it cannot have one.
 
