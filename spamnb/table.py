@@ -354,7 +354,7 @@ class ScoringTable:
         if len(hashes) and len(batch.hashes):
             # Searched in ascending order, numpy's binary search starts each from where
             # the last ended: a third of the time (a batch's 88,000 hashes in a table
-            # of 500,000, 6 ms against 18 with the argsort).
+            # of 500,000: 6 ms, the argsort included, against 18).
             order = np.argsort(batch.hashes)
             at = np.empty(len(batch.hashes), dtype=np.intp)
             at[order] = np.searchsorted(hashes, batch.hashes[order])
