@@ -332,12 +332,17 @@ def roc_auc(is_positive: np.ndarray, scores: np.ndarray) -> float:
     n_neg = len(pos) - n_pos
     if n_pos == 0 or n_neg == 0:
         return float("nan")
-    # scipy.stats takes most of a second to import: training, which never ranks,
-    # must not pay for it in every worker process.
-    from scipy.stats import rankdata
-
-    rank_sum = float(rankdata(s)[pos].sum())
-    u = rank_sum - n_pos * (n_pos + 1) / 2.0
+    # U counts, for each positive, the negatives scored below it, and half those tied
+    # with it: per distinct score, as roc_curve counts.  Every term is a whole or half
+    # number, so the sum is exact in float64 in any order (below 2**52), as the rank
+    # sum of scipy.stats' rankdata was; importing scipy.stats took 0.6 s of evaluate.
+    _, inverse = np.unique(s, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    distinct = int(inverse.max()) + 1
+    positives_at = np.bincount(inverse[pos], minlength=distinct)
+    negatives_at = np.bincount(inverse[~pos], minlength=distinct)
+    below = np.cumsum(negatives_at) - negatives_at
+    u = float(np.dot(positives_at, below + 0.5 * negatives_at))
     return u / (n_pos * n_neg)
 
 
