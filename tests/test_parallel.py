@@ -379,6 +379,64 @@ def test_classify_jobs_one_and_two_print_the_same(
         assert all(row["explanation"]["tokens"] > 0 for row in rows)
 
 
+@pytest.mark.parametrize("forked", [True, False])
+def test_evaluate_and_tune_jobs_one_and_two_report_the_same(sample_maildir, monkeypatch, forked):
+    # With more than one job the messages are tokenized a batch at a time by forked
+    # workers, or by loky's where fork is not offered; the reports must not tell.
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    if not forked:
+        monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
+    pools = forked_pools(monkeypatch)
+    mail = ["--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham", "--json"]
+    for command in (
+        ["evaluate", "--test-size", "0.3"],
+        ["evaluate", "--folds", "3"],
+        ["tune", "--folds", "3", "--alphas", "0.01,0.1"],
+    ):
+        outputs = []
+        for jobs in ("1", "2"):
+            result = run(*command, *mail, "--jobs", jobs)
+            assert result.exit_code == 0, result.output
+            outputs.append(result.stdout)
+        assert outputs[0] == outputs[1], command
+    assert pools == ([2, 2, 2] if forked and parallel.can_fork() else [])
+
+
+@pytest.mark.parametrize("forked", [True, False])
+def test_workers_send_token_lists_shared_within_and_across_batches(
+    sample_maildir, monkeypatch, forked
+):
+    from spamnb.cli import read_labelled, tokenize_with_progress
+
+    if not forked:
+        monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
+    settings = SpamFilter().settings
+    refused = batch_counter(settings, jobs=2, scorer=object(), keep_tokens=True)
+    with pytest.raises(ValueError, match="keep the tokens"), refused:
+        pass
+    messages = sample_messages(sample_maildir)[0]
+    batches = list(batched(messages, 7))
+    with batch_counter(settings, jobs=2, keep_tokens=True) as count:
+        sent = list(count(batches, False))
+    expected = SpamFilter().tokenize(messages)
+    assert [tokens for batch in sent for tokens in batch.token_lists] == expected
+    for batch in sent:
+        strings = {}
+        for token in (token for tokens in batch.token_lists for token in tokens):
+            assert strings.setdefault(token, token) is token
+    # And the process that keeps them shares them across batches, as one process does.
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 7)
+    items, _ = read_labelled(
+        [("spam", str(sample_maildir / "spam")), ("ham", str(sample_maildir / "ham"))], None, False
+    )
+    workers = {"jobs": 2, "backend": "local", "scheduler": None}
+    kept = tokenize_with_progress(SpamFilter(), items, "Reading", workers)
+    assert kept == SpamFilter().tokenize([item.data for item in items])
+    strings = {}
+    for token in (token for tokens in kept for token in tokens):
+        assert strings.setdefault(token, token) is token
+
+
 def test_workers_take_every_core_where_they_can_be_forked(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     assert parallel.default_jobs() == (4 if parallel.can_fork() else 3)
