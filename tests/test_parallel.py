@@ -387,6 +387,15 @@ def test_evaluate_and_tune_jobs_one_and_two_report_the_same(sample_maildir, monk
     if not forked:
         monkeypatch.setattr("spamnb.parallel.can_fork", lambda: False)
     pools = forked_pools(monkeypatch)
+    tokenizing: list[int] = []  # the jobs of each run that kept the workers' tokens
+    real_counted_in_order = parallel.counted_in_order
+
+    def counted_in_order(*args, keep_tokens=False, **kwargs):
+        if keep_tokens:
+            tokenizing.append(kwargs["jobs"])
+        return real_counted_in_order(*args, keep_tokens=keep_tokens, **kwargs)
+
+    monkeypatch.setattr("spamnb.parallel.counted_in_order", counted_in_order)
     mail = ["--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham", "--json"]
     for command in (
         ["evaluate", "--test-size", "0.3"],
@@ -399,6 +408,8 @@ def test_evaluate_and_tune_jobs_one_and_two_report_the_same(sample_maildir, monk
             assert result.exit_code == 0, result.output
             outputs.append(result.stdout)
         assert outputs[0] == outputs[1], command
+    # --jobs 1 tokenizes in one process; two jobs in forked workers, or loky's.
+    assert tokenizing == [2, 2, 2]
     assert pools == ([2, 2, 2] if forked and parallel.can_fork() else [])
 
 

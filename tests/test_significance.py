@@ -82,7 +82,16 @@ def test_wilson_is_symmetric_and_in_bounds(a, b):
 
 @pytest.mark.parametrize(
     "args",
-    [(5, 3), (-1, 3), (1.5, 3), (1, 3, 0.0), (1, 3, 1.0), (1, 3, float("nan")), (True, 3)],
+    [
+        (5, 3),
+        (-1, 3),
+        (1.5, 3),
+        (1, 3, 0.0),
+        (1, 3, 1.0),
+        (1, 3, 1 - 1e-16),  # its quantile's level, 0.5 + c/2, rounds to 1
+        (1, 3, float("nan")),
+        (True, 3),
+    ],
 )
 def test_wilson_rejects_bad_input(args):
     with pytest.raises(ValueError):
@@ -117,7 +126,10 @@ def test_mcnemar_constructed_case():
     assert result["test"] == "exact binomial"
 
 
-@pytest.mark.parametrize("b, c", [(0, 5), (1, 6), (3, 3), (7, 2), (20, 9)])
+# The last three sum the likelier middle outcomes instead of the tails.
+@pytest.mark.parametrize(
+    "b, c", [(0, 5), (1, 6), (3, 3), (7, 2), (20, 9), (40, 35), (51, 50), (80, 100)]
+)
 def test_mcnemar_p_values(b, c):
     a = [True] * b + [False] * c
     other = [False] * b + [True] * c
