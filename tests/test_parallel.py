@@ -853,6 +853,11 @@ def test_dask_backend_trains_the_same_model(
     distributed = pytest.importorskip("dask.distributed")
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
     local = train_cli(tmp_path / "local.joblib", sample_maildir, "--jobs", "1")
+    # And evaluate, whose workers send the tokens back.
+    evaluate = ["evaluate", "--test-size", "0.3", "--json"]
+    evaluate += ["--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+    evaluated_here = run(*evaluate, "--jobs", "1")
+    assert evaluated_here.exit_code == 0, evaluated_here.output
     with (
         distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
@@ -871,6 +876,11 @@ def test_dask_backend_trains_the_same_model(
             )
         # The batches were counted on the cluster, by both of its workers.
         assert len({task["worker"] for task in tasks.data}) == 2
+        evaluated_there = run(
+            *evaluate, "--backend", "dask", "--scheduler", cluster.scheduler_address
+        )
+        assert evaluated_there.exit_code == 0, evaluated_there.output
+    assert evaluated_there.stdout == evaluated_here.stdout
     assert on_dask["learned"] == local["learned"]
     assert_same_model(load(tmp_path / "local.joblib"), load(tmp_path / "dask.joblib"))
 
@@ -886,12 +896,14 @@ def test_parallel_option_errors(tmp_path, sample_maildir):
     assert not (tmp_path / "m.joblib").exists()
 
 
-@pytest.mark.parametrize("command", ["train", "classify"])
+@pytest.mark.parametrize("command", ["train", "classify", "evaluate"])
 def test_dask_missing_is_a_one_line_error(tmp_path, sample_maildir, monkeypatch, command):
     model = tmp_path / "m.joblib"
     train_sample(model, sample_maildir)
     monkeypatch.setitem(sys.modules, "dask.distributed", None)  # import fails
-    paths = ["--spam", sample_maildir / "spam"] if command == "train" else [sample_maildir / "spam"]
+    paths = (
+        ["--spam", sample_maildir / "spam"] if command != "classify" else [sample_maildir / "spam"]
+    )
     result = run(
         command, "-m", model, "--backend", "dask", "--scheduler", "tcp://127.0.0.1:1", *paths
     )
