@@ -145,14 +145,13 @@ class SpamFilter:
         is what :meth:`mistake_order` gives for them, if worked out already."""
         if not self.trains_mistakes(labels):
             return np.zeros(len(labels), dtype=np.int64)
+        X = self.model.fit_columns(X)
+        if order is None:
+            # Through the filter, whose vocabulary kept its new tokens' CRCs as it
+            # counted them: the table would work them out again.
+            order = self.mistake_order(X, digests)
         table = self._grown_mistakes()
-        copies = table.train(
-            self.model.fit_columns(X),
-            class_rows(self.classes, labels),
-            tokens=self.vocabulary.tokens,
-            digests=digests,
-            order=order,
-        )
+        copies = table.train(X, class_rows(self.classes, labels), digests=digests, order=order)
         if digests is not None:
             for digest, count in zip(digests, copies.tolist(), strict=True):
                 if count:
