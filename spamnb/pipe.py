@@ -243,7 +243,7 @@ def run(
         write_all(stdout, output)
         if too_large:
             copy_rest(stdin, stdout)
-        stdout.flush()
+        flush_all(stdout)
     except OSError as exc:
         say(stderr, f"cannot write the message: {exc.strerror or exc}")
         return EXIT_ERROR
@@ -256,7 +256,7 @@ def read_at_most(stream: BinaryIO, limit: int) -> bytes:
     chunks = []
     total = 0
     while total < limit:
-        chunk = stream.read(min(limit - total, 1 << 20))
+        chunk = read_some(stream, min(limit - total, 1 << 20))
         if not chunk:
             break
         chunks.append(chunk)
@@ -279,16 +279,60 @@ def check_model(model_path: str | os.PathLike[str], trust: bool) -> str | None:
     return None
 
 
+def read_some(stream: BinaryIO, size: int) -> bytes:
+    """Up to ``size`` bytes of ``stream``, and b"" only at its end.
+
+    A stream in non-blocking mode (the program before spamnb may leave its pipe so)
+    gives None, or raises BlockingIOError, when nothing has arrived yet; taken for the
+    end, that scored the part of a message read so far, headed it, and dropped the
+    rest with exit status 0.  So wait for more instead.
+    """
+    while True:
+        try:
+            chunk = stream.read(size)
+        except BlockingIOError:
+            chunk = None
+        if chunk is not None:
+            return chunk
+        _wait(stream, reading=True)
+
+
 def write_all(stream: BinaryIO, data: bytes) -> None:
-    """Write every byte: an unbuffered stream may take only part of a write."""
+    """Write every byte: an unbuffered stream may take only part of a write, and a
+    non-blocking one none."""
     view = memoryview(data)
     while view:
-        written = stream.write(view)
-        view = view[written if written is not None else 0 :]
+        try:
+            written = stream.write(view)
+        except BlockingIOError as exc:
+            written = exc.characters_written
+        if not written:
+            _wait(stream, reading=False)
+        view = view[written or 0 :]
+
+
+def flush_all(stream: BinaryIO) -> None:
+    while True:
+        try:
+            stream.flush()
+            return
+        except BlockingIOError:
+            _wait(stream, reading=False)
+
+
+def _wait(stream: BinaryIO, *, reading: bool) -> None:
+    """Until a non-blocking ``stream`` can be read or written."""
+    import select
+
+    try:
+        descriptor = stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return  # not a file: try again at once
+    select.select([descriptor] if reading else [], [] if reading else [descriptor], [])
 
 
 def copy_rest(stdin: BinaryIO, stdout: BinaryIO) -> None:
-    while chunk := stdin.read(1 << 20):
+    while chunk := read_some(stdin, 1 << 20):
         write_all(stdout, chunk)
 
 
@@ -314,7 +358,7 @@ def pass_through(
         write_all(stdout, data)
         if stdin is not None:
             copy_rest(stdin, stdout)
-        stdout.flush()
+        flush_all(stdout)
     except (OSError, ValueError) as exc:
         say(stderr, f"cannot write the message: {exc}")
         return EXIT_ERROR

@@ -257,6 +257,47 @@ def test_unbuffered_output_is_written_in_full(model, sample_maildir):
     assert done.returncode in (0, 1, 2) and without_added_header(done.stdout, message)
 
 
+@pytest.mark.parametrize("max_size", [DEFAULT_MAX_SIZE, 1000])
+def test_non_blocking_pipes_pass_the_whole_message(model, sample_maildir, max_size):
+    """A program may hand the filter pipes in non-blocking mode: a read then finds
+    nothing for a while before the mail goes on, and a write finds the pipe full."""
+    import threading
+    import time
+
+    message = sample_messages(sample_maildir, "spam")[0] + b"w" * 300_000
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    os.set_blocking(stdin_read, False)
+    os.set_blocking(stdout_write, False)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spamnb", "classify", "--pipe", "-m", str(model)]
+        + ["--max-size", str(max_size)],
+        stdin=stdin_read,
+        stdout=stdout_write,
+        stderr=subprocess.PIPE,
+    )
+    os.close(stdin_read)
+    os.close(stdout_write)
+    received = []
+
+    def slow_reader():
+        time.sleep(0.5)  # the filter's output pipe fills up meanwhile
+        while chunk := os.read(stdout_read, 1 << 16):
+            received.append(chunk)
+
+    reader = threading.Thread(target=slow_reader)
+    reader.start()
+    with open(stdin_write, "wb", buffering=0) as feed:
+        feed.write(message[:300])
+        time.sleep(0.5)  # the filter's first reads find nothing
+        feed.write(message[300:])
+    reader.join()
+    process.wait(timeout=60)
+    os.close(stdout_read)
+    assert process.returncode in (0, 1, 2), process.stderr.read()
+    assert without_added_header(b"".join(received), message)
+
+
 def test_a_missing_model_is_reported_even_for_large_mail(tmp_path, sample_maildir):
     message = sample_messages(sample_maildir, "ham")[0]
     result = run("classify", "--pipe", "-m", tmp_path / "none", "--max-size", "10", input=message)
