@@ -269,9 +269,9 @@ def test_non_blocking_pipes_pass_the_whole_message(model, sample_maildir, max_si
     stdout_read, stdout_write = os.pipe()
     os.set_blocking(stdin_read, False)
     os.set_blocking(stdout_write, False)
+    command = ["classify", "--pipe", "-m", str(model), "--max-size", str(max_size)]
     process = subprocess.Popen(
-        [sys.executable, "-m", "spamnb", "classify", "--pipe", "-m", str(model)]
-        + ["--max-size", str(max_size)],
+        [sys.executable, "-m", "spamnb", *command],
         stdin=stdin_read,
         stdout=stdout_write,
         stderr=subprocess.PIPE,
