@@ -22,8 +22,8 @@ from __future__ import annotations
 import binascii
 import marshal
 import math
-import mmap
 import os
+import stat
 import sys
 from bisect import bisect_left, bisect_right
 from collections import Counter
@@ -286,16 +286,64 @@ def _blocks(entries: int) -> int:
     return -(-entries // BLOCK)
 
 
+class _FileSource:
+    """A table file read piece by piece with pread, never mapped: a mapped file cut
+    short in place (a backup copied over it, ``truncate``) kills the reader with
+    SIGBUS when it touches a page past the new end, and the pipe filter would lose
+    the message.  Read, a short file is a ValueError like any damage."""
+
+    def __init__(self, descriptor: int) -> None:
+        self.descriptor = descriptor
+        self.size = os.fstat(descriptor).st_size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self, offset: int, size: int) -> bytes:
+        data = os.pread(self.descriptor, size, offset)
+        if len(data) != size:
+            raise ValueError("truncated scoring table")
+        return data
+
+    def close(self) -> None:
+        if self.descriptor >= 0:
+            os.close(self.descriptor)
+            self.descriptor = -1
+
+    __del__ = close
+
+
+class _BytesSource:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def read(self, offset: int, size: int) -> bytes:
+        data = self.data[offset : offset + size]
+        if len(data) != size:
+            raise ValueError("truncated scoring table")
+        return data
+
+    def close(self) -> None:
+        pass
+
+
 class ScoringTable:
-    def __init__(self, data: bytes | mmap.mmap) -> None:
-        if data[: len(MAGIC)] != MAGIC or sys.byteorder != "little":
+    def __init__(self, data: bytes | _FileSource) -> None:
+        source = _BytesSource(data) if isinstance(data, bytes | bytearray) else data
+        self._source = source
+        prefix = source.read(0, _PREFIX_SIZE) if len(source) >= _PREFIX_SIZE else b""
+        if prefix[: len(MAGIC)] != MAGIC or sys.byteorder != "little":
             raise ValueError("not a scoring table for this machine")
-        length = int.from_bytes(data[len(MAGIC) : len(MAGIC) + 8], "little")
-        crc = int.from_bytes(data[len(MAGIC) + 8 : _PREFIX_SIZE], "little")
-        view = memoryview(data)
+        length = int.from_bytes(prefix[len(MAGIC) : len(MAGIC) + 8], "little")
+        crc = int.from_bytes(prefix[len(MAGIC) + 8 :], "little")
         start = _PREFIX_SIZE
-        text = view[start : start + length]
-        if len(text) != length or binascii.crc32(text) != crc:
+        if start + length > len(source):
+            raise ValueError("damaged scoring table")
+        text = source.read(start, length)
+        if binascii.crc32(text) != crc:
             raise ValueError("damaged scoring table")
         try:
             self.header = marshal.loads(text)
@@ -307,31 +355,66 @@ class ScoringTable:
         if self.header["block"] != BLOCK:
             raise ValueError("scoring table with another block size")
         blocks = _blocks(n)
-        index = view[start + length : start + length + 16 * blocks]
+        self._body = start + length + 16 * blocks
+        if len(source) != self._body + n * 8 * (1 + k):
+            raise ValueError("truncated scoring table")
+        index = source.read(start + length, 16 * blocks)
         if binascii.crc32(index) != self.header["index_crc"]:
             raise ValueError("damaged scoring table")
-        body = view[start + length + 16 * blocks :]
-        if len(index) != 16 * blocks or len(body) != n * 8 * (1 + k):
-            raise ValueError("truncated scoring table")
-        self.fences = index[: 8 * blocks].cast("Q")
-        self.crcs = index[8 * blocks :].cast("Q")
-        self.hashes = body[: n * 8].cast("Q")
-        self.weights = body[n * 8 :].cast("d")
-        self._hash_bytes, self._weight_bytes = body[: n * 8], body[n * 8 :]
-        self._checked: set[int] = set()
+        self.fences = memoryview(index[: 8 * blocks]).cast("Q")
+        self.crcs = memoryview(index[8 * blocks :]).cast("Q")
+        self.entries = n
+        # Each checked block's hashes and weights, as a message reads them.
+        self._blocks: dict[int, tuple[memoryview, memoryview]] = {}
+        self._regions: tuple[bytes, bytes] | None = None
 
-    def _check(self, block: int) -> None:
-        """Raise ValueError if the block's hashes or weights are not what was written."""
+    @property
+    def _checked(self) -> dict[int, tuple[memoryview, memoryview]]:
+        return self._blocks
+
+    def _whole(self) -> tuple[bytes, bytes]:
+        """All hashes and all weights, read at once (a batch looks up most blocks)."""
+        if self._regions is None:
+            n, k = self.entries, len(self.header["classes"])
+            self._regions = (
+                self._source.read(self._body, n * 8),
+                self._source.read(self._body + n * 8, n * 8 * k),
+            )
+        return self._regions
+
+    @property
+    def _hash_bytes(self) -> bytes:
+        return self._whole()[0]
+
+    @property
+    def _weight_bytes(self) -> bytes:
+        return self._whole()[1]
+
+    def _block(self, block: int) -> tuple[memoryview, memoryview]:
+        """A block's hashes and weights; ValueError if they are not what was written."""
+        found = self._blocks.get(block)
+        if found is not None:
+            return found
         k = len(self.header["classes"])
-        start = block * BLOCK * 8
-        hashes = self._hash_bytes[start : start + BLOCK * 8]
-        weights = self._weight_bytes[start * k : (start + BLOCK * 8) * k]
+        first = block * BLOCK
+        count = min(BLOCK, self.entries - first)
+        if self._regions is not None:
+            hashes = self._regions[0][first * 8 : (first + count) * 8]
+            weights = self._regions[1][first * 8 * k : (first + count) * 8 * k]
+        else:
+            hashes = self._source.read(self._body + first * 8, count * 8)
+            weights = self._source.read(self._body + (self.entries + first * k) * 8, count * 8 * k)
         if binascii.crc32(weights, binascii.crc32(hashes)) != self.crcs[block]:
             raise ValueError("damaged scoring table")
-        self._checked.add(block)
+        found = self._blocks[block] = (memoryview(hashes).cast("Q"), memoryview(weights).cast("d"))
+        return found
+
+    def _check(self, block: int) -> None:
+        self._block(block)
 
     def check_all(self) -> None:
         """Check every block, as looking up every token would."""
+        self._whole()
         for block in range(len(self.fences)):
             self._check(block)
 
@@ -391,22 +474,19 @@ class ScoringTable:
         Raises ValueError when a block it reads is damaged."""
         k = len(self.header["classes"])
         joint = list(self.header["constant"])
-        fences, hashes, weights, n = self.fences, self.hashes, self.weights, len(self.hashes)
-        checked = self._checked
+        fences = self.fences
+        by_presence = self.header["by_presence"]
         length = 0
         for token, count in Counter(tokens).items():
             h = token_hash(token)
             block = bisect_right(fences, h) - 1
             if block < 0:
                 continue  # below the table's smallest hash
-            if block not in checked:
-                self._check(block)
-            lo = block * BLOCK
-            hi = min(lo + BLOCK, n)
-            i = bisect_left(hashes, h, lo, hi)
-            if i < hi and hashes[i] == h:
+            hashes, weights = self._block(block)
+            i = bisect_left(hashes, h)
+            if i < len(hashes) and hashes[i] == h:
                 length += count
-                times = 1 if self.header["by_presence"] else count
+                times = 1 if by_presence else count
                 for c in range(k):
                     joint[c] += times * weights[i * k + c]
         positive = joint.pop(self.header["positive"])
@@ -496,27 +576,40 @@ def open_table(
     if not trust:
         check_trusted(model_status, model_path)
     try:
-        with open(table_file, "rb") as stream:
-            if not trust:
-                try:
-                    check_trusted(os.fstat(stream.fileno()), table_file)
-                except ModelFileError:
-                    return None, "untrusted"
-            # Mapped, not read: a message looks up a few hundred of the table's entries,
-            # and reading all of a large model's table (15 MB with word pairs on the
-            # SpamAssassin corpus) would cost the pipe filter more than the lookups.
-            data = mmap.mmap(stream.fileno(), 0, access=mmap.ACCESS_READ)
+        # Without blocking: opening a FIFO for reading waits for a writer, forever.
+        descriptor = os.open(table_file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except FileNotFoundError:
         return None, "missing"
-    except (OSError, ValueError):  # unreadable, or empty (which mmap refuses)
+    except OSError:
         return None, "damaged"
-    magic = data[: len(MAGIC)]
+    try:
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
+            raise ValueError("not a regular file")
+        os.set_blocking(descriptor, True)
+        if not trust:
+            try:
+                check_trusted(status, table_file)
+            except ModelFileError:
+                os.close(descriptor)
+                return None, "untrusted"
+        # Read as a message needs it, a block at a time (see _FileSource): a message
+        # looks up a few hundred of the table's entries, and reading all of a large
+        # model's table (15 MB with word pairs on the SpamAssassin corpus) would cost
+        # the pipe filter more than the lookups.
+        source = _FileSource(descriptor)
+        magic = os.pread(descriptor, len(MAGIC), 0)
+    except (OSError, ValueError):
+        os.close(descriptor)
+        return None, "damaged"
     if magic != MAGIC:
+        source.close()
         same_kind = magic[:-2] == MAGIC[:-2] and magic[-1:] == MAGIC[-1:]
         return None, "other_version" if same_kind else "damaged"
     try:
-        table = ScoringTable(data)
-    except (ValueError, KeyError, TypeError):
+        table = ScoringTable(source)
+    except (ValueError, KeyError, TypeError, OSError):
+        source.close()
         return None, "damaged"
     if table.header.get("model") != model_identity(model_status):
         return table, "stale"

@@ -143,6 +143,35 @@ def test_a_damaged_scoring_table_is_not_used(model_and_table):
     assert load_table(model, str(table_file), trust=False) is None
 
 
+def test_a_table_cut_short_in_place_while_open_is_damage_not_a_crash(model_and_table):
+    """A table file copied over or truncated where it lies, while a filter has it open:
+    mapped, the next read past the new end killed the process with SIGBUS, and the
+    pipe filter's message with it."""
+    model, table_file, message, expected = model_and_table
+    table = load_table(model, str(table_file), trust=False)
+    assert table is not None
+    with open(table_file, "r+b") as stream:
+        stream.truncate(len(table_file.read_bytes()) // 3)
+    with pytest.raises(ValueError, match="truncated"):
+        table.evidence(SpamFilter().tokenize([message])[0])
+    assert score_message(message, model, trust=False) == expected
+
+
+def test_a_fifo_in_place_of_the_table_does_not_hang_the_filter(model_and_table):
+    model, table_file, message, _ = model_and_table
+    table_file.unlink()
+    os.mkfifo(table_file)
+    done = subprocess.run(
+        [sys.executable, "-m", "spamnb", "classify", "--pipe", "-m", str(model)],
+        input=message,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode in (0, 1, 2), done.stderr
+    assert done.stdout.count(b"X-Spamnb: ") == 1
+
+
 def test_a_damaged_block_is_found_when_a_message_reads_it(model_and_table):
     model, table_file, message, expected = model_and_table
     table = load_table(model, str(table_file), trust=False)
