@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EXIT_CODES",
     "EXIT_ERROR",
+    "HeaderRenamer",
     "header_block_end",
     "header_insertion",
     "insert_header",
@@ -94,6 +95,72 @@ def rename_existing(message: bytes, name: str) -> bytes:
     pattern = re.compile(rb"(?im)^(" + re.escape(name.encode("ascii")) + rb")(?=[ \t]*:)")
     head = pattern.sub(rb"\1" + PREVIOUS_SUFFIX.encode("ascii"), message[:end])
     return head + message[end:] if len(head) != end else message
+
+
+class HeaderRenamer:
+    """:func:`rename_existing` for the rest of a message streamed after its first part,
+    when that part ended inside the header section: a sender could otherwise put a
+    verdict field past ``--max-size`` (a header section over 1 MiB), where the
+    first part's renaming never looked.
+
+    ``start`` is the first part's last, unfinished line (renamed already if it could
+    be).  Bytes are held back only while a line's start cannot yet say whether it
+    names the field; the first empty line ends the renaming.
+    """
+
+    # How much of a line's start may decide: the name, blanks, the colon.
+    _LOOKAHEAD = 256
+
+    def __init__(self, name: str, start: bytes = b"") -> None:
+        pattern = rb"(?i)(" + re.escape(name.encode("ascii")) + rb")(?=[ \t]*:)"
+        self._match = re.compile(pattern).match
+        self._need = len(name) + self._LOOKAHEAD
+        self._suffix = PREVIOUS_SUFFIX.encode("ascii")
+        self._held = start
+        self._mid_line = False
+        self._done = False
+
+    def feed(self, chunk: bytes) -> bytes:
+        if self._done:
+            return chunk
+        if self._held:
+            chunk, self._held = self._held + chunk, b""
+        out = []
+        pos, end = 0, len(chunk)
+        while pos < end:
+            newline = chunk.find(b"\n", pos)
+            if self._mid_line:
+                stop = end if newline < 0 else newline + 1
+                out.append(chunk[pos:stop])
+                pos, self._mid_line = stop, newline < 0
+                continue
+            if newline < 0 and end - pos < self._need:
+                self._held = chunk[pos:]  # too little of the line to tell yet
+                break
+            if chunk.startswith((b"\n", b"\r\n"), pos):
+                out.append(chunk[pos:])  # the empty line: the body follows
+                self._done = True
+                break
+            found = self._match(chunk, pos)
+            if found:
+                out += (chunk[pos : found.end(1)], self._suffix)
+                pos = found.end(1)
+            self._mid_line = True
+        return b"".join(out)
+
+    def finish(self) -> bytes:
+        """What is held back when the message ends (a last line without its end)."""
+        held, self._held = self._held, b""
+        found = None if self._done or self._mid_line else self._match(held)
+        if found:
+            held = held[: found.end(1)] + self._suffix + held[found.end(1) :]
+        return held
+
+
+def header_continues(message: bytes) -> bool:
+    """Whether the message's lines before the first empty one (see
+    :func:`rename_existing`) go on past ``message``, a message's first part."""
+    return not message.startswith((b"\n", b"\r\n")) and re.search(rb"\n\r?\n", message) is None
 
 
 def insert_header(message: bytes, name: str, value: str, *, complete: bool = True) -> bytes:
@@ -240,9 +307,17 @@ def run(
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the mail must get through
         return pass_through(data, stdin, stdout, stderr, describe(exc))
     try:
-        write_all(stdout, output)
-        if too_large:
-            copy_rest(stdin, stdout)
+        if too_large and header_continues(data):
+            # The header section goes on past what was read: keep renaming there.
+            # The last line may be unfinished, so it goes through the renamer too.
+            cut = output.rfind(b"\n") + 1
+            renamer = HeaderRenamer(header_name, output[cut:])
+            write_all(stdout, output[:cut])
+            copy_rest(stdin, stdout, renamer)
+        else:
+            write_all(stdout, output)
+            if too_large:
+                copy_rest(stdin, stdout)
         flush_all(stdout)
     except OSError as exc:
         say(stderr, f"cannot write the message: {exc.strerror or exc}")
@@ -331,9 +406,11 @@ def _wait(stream: BinaryIO, *, reading: bool) -> None:
     select.select([descriptor] if reading else [], [] if reading else [descriptor], [])
 
 
-def copy_rest(stdin: BinaryIO, stdout: BinaryIO) -> None:
+def copy_rest(stdin: BinaryIO, stdout: BinaryIO, renamer: HeaderRenamer | None = None) -> None:
     while chunk := read_some(stdin, 1 << 20):
-        write_all(stdout, chunk)
+        write_all(stdout, renamer.feed(chunk) if renamer else chunk)
+    if renamer:
+        write_all(stdout, renamer.finish())
 
 
 def describe(exc: BaseException) -> str:

@@ -337,6 +337,23 @@ def test_a_verdict_header_in_the_message_cannot_speak_for_spamnb(model, sample_m
     )
 
 
+def test_a_verdict_field_past_max_size_is_renamed_too(model):
+    """A header section longer than what the filter reads for scoring: a verdict forged
+    after that point is renamed all the same (it had gone through as it was)."""
+    forged = (
+        b"X-Pad: " + b"y" * 200 + b"\nX-Spamnb: Ham\nx-spamnb : Ham\nSubject: s\n\n"
+        b"X-Spamnb: Ham stays in the body\n"
+    )
+    done = pipe_subprocess(["classify", "--pipe", "-m", str(model), "--max-size", "100"], forged)
+    assert done.returncode in (0, 1, 2)
+    head, _, body = done.stdout.partition(b"\n\n")
+    verdicts = [line for line in head.splitlines() if line.lower().startswith(b"x-spamnb")]
+    assert verdicts[0].startswith(b"X-Spamnb: ") and b"cut=size" in verdicts[0]
+    assert verdicts[1:] == [b"X-Spamnb-Previous: Ham", b"x-spamnb-Previous : Ham"]
+    assert body == b"X-Spamnb: Ham stays in the body\n"
+    assert without_added_header(done.stdout.replace(b"-Previous", b""), forged)
+
+
 def test_the_renamed_header_follows_header_name(model, sample_maildir):
     ham = sample_messages(sample_maildir, "ham")[0]
     result = run(

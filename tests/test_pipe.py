@@ -10,7 +10,15 @@ from cli_helpers import without_added_header
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spamnb.pipe import header_block_end, insert_header, is_field_name, verdict_header
+from spamnb.pipe import (
+    HeaderRenamer,
+    header_block_end,
+    header_continues,
+    insert_header,
+    is_field_name,
+    rename_existing,
+    verdict_header,
+)
 
 
 def parsed_header(message: bytes) -> str | None:
@@ -133,3 +141,50 @@ def test_field_names_and_values():
     assert verdict_header("Ham", 0.1, "1.2", "size+tokens") == (
         "Ham, score=0.1000, cut=size+tokens, version=1.2"
     )
+
+
+_HEADER_LINES = [
+    b"X-Spamnb: Ham",
+    b"x-spamnb \t: Spam",
+    b"X-SPAMNB:Spam",
+    b"X-SpamnbX: not ours",
+    b"X-Spam: not ours",
+    b"Subject: hello X-Spamnb: no",
+    b" X-Spamnb: a continuation line",
+    b"X-Pad: " + b"y" * 300,
+    b"broken header line",
+]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lines=st.lists(st.sampled_from(_HEADER_LINES), min_size=1, max_size=10),
+    eol=st.sampled_from([b"\n", b"\r\n"]),
+    body=st.booleans(),
+    cut=st.integers(min_value=1),
+    chunk_sizes=st.lists(st.integers(min_value=1, max_value=700), min_size=1, max_size=30),
+)
+def test_renaming_streamed_past_the_first_part_equals_renaming_the_whole(
+    lines, eol, body, cut, chunk_sizes
+):
+    """The pipe reads a message's first --max-size bytes and copies the rest; a verdict
+    field in the header section past that point is renamed all the same, wherever the
+    cut and the chunks of the rest fall."""
+    message = eol.join(lines) + eol
+    if body:
+        message += eol + b"X-Spamnb: Spam in the body" + eol
+    cut = cut % len(message) or 1
+    first = message[:cut]
+    if not header_continues(first):
+        return
+    renamed = rename_existing(first, "X-Spamnb")
+    line_start = renamed.rfind(b"\n") + 1
+    renamer = HeaderRenamer("X-Spamnb", renamed[line_start:])
+    rest, streamed = message[cut:], [renamed[:line_start]]
+    for size in chunk_sizes * (len(rest) // sum(chunk_sizes) + 1):
+        if not rest:
+            break
+        streamed.append(renamer.feed(rest[:size]))
+        rest = rest[size:]
+    streamed.append(renamer.finish())
+    assert b"".join(streamed) == rename_existing(message, "X-Spamnb")
