@@ -399,8 +399,9 @@ class ScoringTable:
         first = block * BLOCK
         count = min(BLOCK, self.entries - first)
         if self._regions is not None:
-            hashes = self._regions[0][first * 8 : (first + count) * 8]
-            weights = self._regions[1][first * 8 * k : (first + count) * 8 * k]
+            # Views, not slices: a checked table would otherwise hold every byte twice.
+            hashes = memoryview(self._regions[0])[first * 8 : (first + count) * 8]
+            weights = memoryview(self._regions[1])[first * 8 * k : (first + count) * 8 * k]
         else:
             hashes = self._source.read(self._body + first * 8, count * 8)
             weights = self._source.read(self._body + (self.entries + first * k) * 8, count * 8 * k)
