@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner, Result
@@ -52,4 +54,15 @@ def without_added_header(output: bytes, original: bytes) -> bool:
         output[: m.start()] + output[m.end() :] == original
         for pattern in ADDED
         for m in pattern.finditer(output)
+    )
+
+
+def pipe_subprocess(args: list[str], message: bytes, **kwargs) -> subprocess.CompletedProcess:
+    """``spamnb ARGS`` in a process of its own, ``message`` on its stdin."""
+    return subprocess.run(
+        [sys.executable, "-m", "spamnb", *args],
+        input=message,
+        capture_output=True,
+        check=False,
+        **kwargs,
     )

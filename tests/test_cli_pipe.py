@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import run, without_added_header
+from cli_helpers import pipe_subprocess, run, without_added_header
 
 from spamnb import tokens
 from spamnb.pipe import DEFAULT_MAX_SIZE
@@ -149,16 +149,6 @@ def test_never_lose_mail_on_real_corpus_messages(model, real_corpus):
             assert result.stdout_bytes == message
         else:
             assert without_added_header(result.stdout_bytes, message), message[:200]
-
-
-def pipe_subprocess(args: list[str], message: bytes, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "spamnb", *args],
-        input=message,
-        capture_output=True,
-        check=False,
-        **kwargs,
-    )
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import assert_one_line_error, run
+from cli_helpers import assert_one_line_error, pipe_subprocess, run
 from click.testing import Result
 
 from spamnb import store
@@ -161,13 +161,7 @@ def test_a_fifo_in_place_of_the_table_does_not_hang_the_filter(model_and_table):
     model, table_file, message, _ = model_and_table
     table_file.unlink()
     os.mkfifo(table_file)
-    done = subprocess.run(
-        [sys.executable, "-m", "spamnb", "classify", "--pipe", "-m", str(model)],
-        input=message,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    done = pipe_subprocess(["classify", "--pipe", "-m", str(model)], message, timeout=60)
     assert done.returncode in (0, 1, 2), done.stderr
     assert done.stdout.count(b"X-Spamnb: ") == 1
 
