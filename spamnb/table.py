@@ -292,15 +292,18 @@ class _FileSource:
     SIGBUS when it touches a page past the new end, and the pipe filter would lose
     the message.  Read, a short file is a ValueError like any damage."""
 
-    def __init__(self, descriptor: int) -> None:
+    def __init__(self, descriptor: int, size: int) -> None:
         self.descriptor = descriptor
-        self.size = os.fstat(descriptor).st_size
+        self.size = size
 
     def __len__(self) -> int:
         return self.size
 
     def read(self, offset: int, size: int) -> bytes:
-        data = os.pread(self.descriptor, size, offset)
+        try:
+            data = os.pread(self.descriptor, size, offset)
+        except OSError as exc:  # a disk error is damage too: the model still scores
+            raise ValueError(f"unreadable scoring table ({exc.strerror or exc})") from None
         if len(data) != size:
             raise ValueError("truncated scoring table")
         return data
@@ -594,22 +597,22 @@ def open_table(
             except ModelFileError:
                 os.close(descriptor)
                 return None, "untrusted"
-        # Read as a message needs it, a block at a time (see _FileSource): a message
-        # looks up a few hundred of the table's entries, and reading all of a large
-        # model's table (15 MB with word pairs on the SpamAssassin corpus) would cost
-        # the pipe filter more than the lookups.
-        source = _FileSource(descriptor)
         magic = os.pread(descriptor, len(MAGIC), 0)
     except (OSError, ValueError):
         os.close(descriptor)
         return None, "damaged"
+    # Read as a message needs it, a block at a time (see _FileSource): a message looks
+    # up a few hundred of the table's entries, and reading all of a large model's
+    # table (15 MB with word pairs on the SpamAssassin corpus) would cost the pipe
+    # filter more than the lookups.  From here the source owns the descriptor.
+    source = _FileSource(descriptor, status.st_size)
     if magic != MAGIC:
         source.close()
         same_kind = magic[:-2] == MAGIC[:-2] and magic[-1:] == MAGIC[-1:]
         return None, "other_version" if same_kind else "damaged"
     try:
         table = ScoringTable(source)
-    except (ValueError, KeyError, TypeError, OSError):
+    except (ValueError, KeyError, TypeError):
         source.close()
         return None, "damaged"
     if table.header.get("model") != model_identity(model_status):

@@ -157,6 +157,22 @@ def test_a_table_cut_short_in_place_while_open_is_damage_not_a_crash(model_and_t
     assert score_message(message, model, trust=False) == expected
 
 
+def test_a_table_the_disk_cannot_read_is_damage(model_and_table, monkeypatch):
+    import spamnb.table
+
+    model, table_file, message, expected = model_and_table
+    table = load_table(model, str(table_file), trust=False)
+
+    def failing(*args):
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(spamnb.table.os, "pread", failing)
+    with pytest.raises(ValueError, match="unreadable scoring table"):
+        table.evidence(SpamFilter().tokenize([message])[0])
+    assert load_table(model, str(table_file), trust=False) is None
+    assert score_message(message, model, trust=False) == expected
+
+
 def test_a_fifo_in_place_of_the_table_does_not_hang_the_filter(model_and_table):
     model, table_file, message, _ = model_and_table
     table_file.unlink()
