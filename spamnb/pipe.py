@@ -81,6 +81,10 @@ def header_insertion(message: bytes, name: str, value: str) -> tuple[int, bytes]
 PREVIOUS_SUFFIX = "-Previous"
 
 
+# A line with nothing on it: the end of the lines procmail and maildrop search.
+_BLANK_LINE_RE = re.compile(rb"(?m)^\r?\n")
+
+
 def rename_existing(message: bytes, name: str) -> bytes:
     """The message with every field called ``name`` (in any case) renamed.
 
@@ -88,9 +92,9 @@ def rename_existing(message: bytes, name: str) -> bytes:
     mail parser reads: procmail and maildrop match their conditions against all of
     those lines, so a sender could hide a verdict after a broken header line.
     """
-    blank = re.search(rb"\n\r?\n", message)
-    end = blank.start() + 1 if blank else len(message)
-    if message.startswith((b"\n", b"\r\n")):
+    blank = _BLANK_LINE_RE.search(message)
+    end = blank.start() if blank else len(message)
+    if not end:
         return message  # no header lines at all
     pattern = re.compile(rb"(?im)^(" + re.escape(name.encode("ascii")) + rb")(?=[ \t]*:)")
     head = pattern.sub(rb"\1" + PREVIOUS_SUFFIX.encode("ascii"), message[:end])
@@ -104,63 +108,72 @@ class HeaderRenamer:
     first part's renaming never looked.
 
     ``start`` is the first part's last, unfinished line (renamed already if it could
-    be).  Bytes are held back only while a line's start cannot yet say whether it
-    names the field; the first empty line ends the renaming.
+    be).  Complete lines are renamed by one substitution; an unfinished last line is
+    held back only while it could still become the field (the name and blanks so
+    far, up to ``_MOST_HELD`` bytes) or the empty line that ends the renaming.
     """
 
-    # How much of a line's start may decide: the name, blanks, the colon.
-    _LOOKAHEAD = 256
+    # A field name followed by more blanks than this before its colon is not renamed
+    # when a read ends inside them (no filter recipe matches such a line either).
+    _MOST_HELD = 64 * 1024
 
     def __init__(self, name: str, start: bytes = b"") -> None:
-        pattern = rb"(?i)(" + re.escape(name.encode("ascii")) + rb")(?=[ \t]*:)"
-        self._match = re.compile(pattern).match
-        self._need = len(name) + self._LOOKAHEAD
-        self._suffix = PREVIOUS_SUFFIX.encode("ascii")
+        encoded = name.encode("ascii")
+        self._sub = re.compile(rb"(?im)^(" + re.escape(encoded) + rb")(?=[ \t]*:)").sub
+        self._name = encoded.lower()
+        self._replacement = rb"\1" + PREVIOUS_SUFFIX.encode("ascii")
         self._held = start
         self._mid_line = False
         self._done = False
 
+    def _undecided(self, line: bytes) -> bool:
+        """Whether an unfinished line could still become the field, or the empty line
+        (a carriage return whose line feed has not come yet)."""
+        if line == b"\r":
+            return True
+        name, n = self._name, len(self._name)
+        if len(line) <= n:
+            return name.startswith(line.lower())
+        return (
+            line[:n].lower() == name and not line[n:].strip(b" \t") and len(line) < self._MOST_HELD
+        )
+
     def feed(self, chunk: bytes) -> bytes:
         if self._done:
             return chunk
-        if self._held:
-            chunk, self._held = self._held + chunk, b""
-        out = []
-        pos, end = 0, len(chunk)
-        while pos < end:
-            newline = chunk.find(b"\n", pos)
-            if self._mid_line:
-                stop = end if newline < 0 else newline + 1
-                out.append(chunk[pos:stop])
-                pos, self._mid_line = stop, newline < 0
-                continue
-            if newline < 0 and end - pos < self._need:
-                self._held = chunk[pos:]  # too little of the line to tell yet
-                break
-            if chunk.startswith((b"\n", b"\r\n"), pos):
-                out.append(chunk[pos:])  # the empty line: the body follows
-                self._done = True
-                break
-            found = self._match(chunk, pos)
-            if found:
-                out += (chunk[pos : found.end(1)], self._suffix)
-                pos = found.end(1)
+        data, self._held = self._held + chunk, b""
+        start = 0
+        if self._mid_line:
+            newline = data.find(b"\n")
+            if newline < 0:
+                return data
+            start, self._mid_line = newline + 1, False
+        blank = _BLANK_LINE_RE.search(data, start)
+        if blank:
+            self._done = True
+            head = self._sub(self._replacement, data[start : blank.start()])
+            return data[:start] + head + data[blank.start() :]
+        line_start = data.rfind(b"\n", start) + 1 or start
+        head = self._sub(self._replacement, data[start:line_start])
+        last = data[line_start:]
+        if last and self._undecided(last):
+            self._held = last
+            last = b""
+        elif last:
+            last = self._sub(self._replacement, last)
             self._mid_line = True
-        return b"".join(out)
+        return data[:start] + head + last
 
     def finish(self) -> bytes:
         """What is held back when the message ends (a last line without its end)."""
         held, self._held = self._held, b""
-        found = None if self._done or self._mid_line else self._match(held)
-        if found:
-            held = held[: found.end(1)] + self._suffix + held[found.end(1) :]
-        return held
+        return held  # the name and blanks, no colon: not the field
 
 
 def header_continues(message: bytes) -> bool:
     """Whether the message's lines before the first empty one (see
     :func:`rename_existing`) go on past ``message``, a message's first part."""
-    return not message.startswith((b"\n", b"\r\n")) and re.search(rb"\n\r?\n", message) is None
+    return _BLANK_LINE_RE.search(message) is None
 
 
 def insert_header(message: bytes, name: str, value: str, *, complete: bool = True) -> bytes:

@@ -153,6 +153,10 @@ _HEADER_LINES = [
     b" X-Spamnb: a continuation line",
     b"X-Pad: " + b"y" * 300,
     b"broken header line",
+    b"X-Spamnb" + b" " * 300 + b": Ham",
+    b"X-Spamnb" + b" " * 300 + b"not ours",
+    b"X-Spam",
+    b"X-Spamnb\r",
 ]
 
 
