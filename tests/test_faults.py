@@ -7,6 +7,7 @@ rather than unpickled.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
@@ -437,6 +438,32 @@ def test_ctrl_c_stops_cleanly_with_status_130(tmp_path, much_more_mail, sample_m
     assert stderr.decode().strip().splitlines()[-1] == "spamnb: interrupted"
     assert model.read_bytes() == before
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_ctrl_c_python_drops_still_stops_training_before_the_save(
+    tmp_path, sample_maildir, monkeypatch
+):
+    """Python drops a KeyboardInterrupt raised in a fork's at-fork callbacks; a Ctrl-C
+    at that moment must still stop the command, with the model as it was."""
+    from spamnb import cli
+
+    model = tmp_path / "model.joblib"
+    train_on(model, sample_maildir)
+    before = model.read_bytes()
+    real = cli.learn_streaming
+
+    def interrupted_in_a_fork(*args, **kwargs):
+        # Dropped, as os.fork's at-fork callbacks drop it.
+        with contextlib.suppress(KeyboardInterrupt):
+            cli._on_interrupt(signal.SIGINT, None)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cli, "learn_streaming", interrupted_in_a_fork)
+    spam = sample_maildir / "spam"
+    result = run("train", "-m", model, "--spam", spam, "--ham", sample_maildir / "ham", "--new")
+    assert result.exit_code == 130
+    assert result.output.strip().splitlines()[-1] == "spamnb: interrupted"
+    assert model.read_bytes() == before
 
 
 def one_more_to_save(tmp_path, sample_maildir, monkeypatch, writer):
