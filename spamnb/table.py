@@ -368,12 +368,8 @@ class ScoringTable:
         self.crcs = memoryview(index[8 * blocks :]).cast("Q")
         self.entries = n
         # Each checked block's hashes and weights, as a message reads them.
-        self._blocks: dict[int, tuple[memoryview, memoryview]] = {}
+        self._checked: dict[int, tuple[memoryview, memoryview]] = {}
         self._regions: tuple[bytes, bytes] | None = None
-
-    @property
-    def _checked(self) -> dict[int, tuple[memoryview, memoryview]]:
-        return self._blocks
 
     def _whole(self) -> tuple[bytes, bytes]:
         """All hashes and all weights, read at once (a batch looks up most blocks)."""
@@ -395,7 +391,7 @@ class ScoringTable:
 
     def _block(self, block: int) -> tuple[memoryview, memoryview]:
         """A block's hashes and weights; ValueError if they are not what was written."""
-        found = self._blocks.get(block)
+        found = self._checked.get(block)
         if found is not None:
             return found
         k = len(self.header["classes"])
@@ -410,17 +406,14 @@ class ScoringTable:
             weights = self._source.read(self._body + (self.entries + first * k) * 8, count * 8 * k)
         if binascii.crc32(weights, binascii.crc32(hashes)) != self.crcs[block]:
             raise ValueError("damaged scoring table")
-        found = self._blocks[block] = (memoryview(hashes).cast("Q"), memoryview(weights).cast("d"))
+        found = self._checked[block] = (memoryview(hashes).cast("Q"), memoryview(weights).cast("d"))
         return found
-
-    def _check(self, block: int) -> None:
-        self._block(block)
 
     def check_all(self) -> None:
         """Check every block, as looking up every token would."""
         self._whole()
         for block in range(len(self.fences)):
-            self._check(block)
+            self._block(block)
 
     def joint_log_likelihoods(self, batch: HashedBatch) -> tuple[Any, Any]:
         """Each message's joint log-likelihood per class (messages by classes, the
@@ -454,7 +447,7 @@ class ScoringTable:
                 read = np.bincount(at[found] // BLOCK, minlength=len(self.fences))
                 for block in np.flatnonzero(read).tolist():
                     if block not in self._checked:
-                        self._check(block)
+                        self._block(block)
         rows = np.repeat(np.arange(n), batch.lengths)
         entries = entry[batch.ids]
         known = entries >= 0
