@@ -98,13 +98,21 @@ def stderr_console() -> Console:
 
 
 @contextmanager
-def progress_bar(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+def progress_bar(
+    description: str, total: int | None, *, prints_meanwhile: bool = False
+) -> Iterator[Callable[[int], None]]:
     """A progress bar on stderr when it is a terminal; otherwise silent.  With no
-    total (mail read as it streams), it counts without an end."""
+    total (mail read as it streams), it counts without an end.  A command that
+    ``prints_meanwhile`` (a line a message) shows none when its output is on a
+    terminal too: the lines are the progress, and each would land on the bar's line."""
     # Ask the stream itself: rich treats FORCE_COLOR as a terminal, and progress codes
     # must never end up in a redirected log.  Asked before rich is imported, which
     # costs 50 ms that a redirected run would spend for nothing.
-    if not sys.stderr.isatty() or (total is not None and total < 50):
+    if (
+        not sys.stderr.isatty()
+        or (total is not None and total < 50)
+        or (prints_meanwhile and sys.stdout.isatty())
+    ):
         yield lambda n=1: raise_if_interrupted()
         return
     console = stderr_console()
@@ -1060,7 +1068,7 @@ def classify(
         vocabulary=spam_filter.vocabulary if spam_filter is not None else None,
         scorer=scorer,
     )
-    with progress_bar("Classifying", None) as advance:
+    with progress_bar("Classifying", None, prints_meanwhile=True) as advance:
         for items, counted in counted_batches:
             if scorer is not None:
                 print_verdicts(scorer, items, *counted.scored_by(scorer), as_json)

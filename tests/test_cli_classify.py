@@ -380,3 +380,41 @@ def test_a_closed_standard_output_is_a_one_line_error(model, sample_maildir):
     assert done.stderr.decode().splitlines() == [
         "spamnb: cannot write the output: standard output is closed"
     ]
+
+
+def _classify_on_a_terminal(model: Path, folder: Path, *, stdout_too: bool) -> bytes:
+    """What a terminal shows of ``spamnb classify``: its stderr is the terminal, and
+    with ``stdout_too`` so is its stdout (else stdout goes to a pipe)."""
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "spamnb", "classify", "-j", "1", "-m", str(model), str(folder)],
+            stdout=follower if stdout_too else subprocess.DEVNULL,
+            stderr=follower,
+            env={**os.environ, "TERM": "xterm", "COLUMNS": "200"},
+        )
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal's other end closed: Linux says EIO
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert process.wait(timeout=60) == 0
+    finally:
+        os.close(leader)
+    return shown
+
+
+def test_no_progress_bar_among_verdicts_on_a_terminal(model, sample_maildir):
+    # Each verdict line would land on the bar's line, and the bar is never erased.
+    shown = _classify_on_a_terminal(model, sample_maildir, stdout_too=True)
+    assert b"Classifying" not in shown
+    assert shown.count(b"\tcorpora/") + shown.count(b"sample") >= 10
+    # With the verdicts going elsewhere, the terminal shows the bar.
+    assert b"Classifying" in _classify_on_a_terminal(model, sample_maildir, stdout_too=False)
