@@ -197,8 +197,10 @@ def test_directory_tree(tmp_path: Path) -> None:
     write(root / "cmds", b"mv 00001.x 00001.y\n")
     write(root / "b" / "empty", b"")
     write(root / "b" / "image.bin", BINARY)
-    # An mbox inside a plain directory is still one message per file.
+    # An mbox inside a plain directory is split into its messages (a mutt ~/Mail, or
+    # Thunderbird's Local Folders, with its index files beside them).
     make_hand_mbox(root / "d-box")
+    write(root / "d-box.msf", b'// <!-- <mdb:mork:z v="1.4"/> -->\n')
     skipped, on_skip = skips_recorder()
 
     assert detect_format(root) == "dir"
@@ -211,11 +213,15 @@ def test_directory_tree(tmp_path: Path) -> None:
         root / "b" / "00002.two",
         root / "b" / "deeper" / "00003.three",
         root / "c.eml",
-        root / "d-box",
     ]
-    assert [item.source for item in items] == [str(p) for p in expected]
-    assert all(item.data == Path(item.source).read_bytes() for item in items)
+    boxed = [f"{root / 'd-box'}:{n}" for n in (1, 2, 3)]
+    assert [item.source for item in items] == [str(p) for p in expected] + boxed
+    assert all(item.data == Path(item.source).read_bytes() for item in items[:-3])
+    assert [item.data for item in items[-3:]] == [
+        item.data for item in collect(root / "d-box", "mbox")
+    ]
     assert dict(skipped) == {
+        str(root / "d-box.msf"): "does not start with a header or 'From ' line",
         str(root / "b" / "empty"): "empty file",
         str(root / "b" / "image.bin"): "binary data (contains NUL bytes)",
         str(root / "cmds"): "does not start with a header or 'From ' line",
@@ -393,6 +399,133 @@ def test_mh_recursive_reads_each_real_folder_once(tmp_path: Path) -> None:
     ]
 
 
+# --- folders as people and programs leave them -----------------------------------------
+
+
+def test_weekday_inside_a_word_is_no_envelope(tmp_path: Path) -> None:
+    # "Mon" in "Monday" and a time made a body line an envelope: the file became an
+    # mbox of two, and everything after the line was lost as "not mail".
+    data = ENVELOPED + b"\nFrom our Monday meeting at 10:30, the action items are:\n- ship\n"
+    path = write(tmp_path / "notes.eml", data)
+    assert detect_format(path) == "file"
+    assert collect(path) == [MailItem(str(path), data)]
+    assert collect(tmp_path) == [MailItem(str(path), data)]
+
+
+def test_mbox_without_blank_lines_between_messages(tmp_path: Path) -> None:
+    first = b"From: a@example.org\nSubject: one\n\nbody one\n"
+    second = b"From: b@example.org\nSubject: two\n\nbody two\n"
+    data = (
+        b"From a@example.org Mon Jan  1 00:00:00 2024\n"
+        + first
+        + b"From b@example.org Tue Jan  2 00:00:00 2024\n"
+        + second
+    )
+    path = write(tmp_path / "cat.mbox", data)
+    assert detect_format(path) == "mbox"
+    for fmt in (None, "mbox"):
+        assert [item.data for item in collect(path, fmt)] == [first, second]
+
+
+def test_maildir_inside_a_plain_folder_is_read_as_a_maildir(tmp_path: Path) -> None:
+    make_maildir(tmp_path / "mail" / "inbox")
+    items = collect(tmp_path / "mail")
+    assert len(items) == 3
+    assert not any(
+        item.source.startswith(str(tmp_path / "mail" / "inbox" / "tmp")) for item in items
+    )
+    assert len(collect(tmp_path / "mail", recursive=True)) == 4
+
+
+def test_maildir_missing_an_empty_folder(tmp_path: Path) -> None:
+    # git, zip and rsync drop empty folders: a Maildir whose new/ (and tmp/) went.
+    root = make_maildir(tmp_path / "Maildir")
+    for name in os.listdir(root / "new"):
+        (root / "new" / name).rename(root / "cur" / name)
+    (root / "new").rmdir()
+    sub = root / ".Sub"
+    (sub / "new").rmdir()
+    (sub / "tmp").rmdir()
+    write(root / "dovecot-uidlist", b"3 V1700000000 N4\n")
+    assert detect_format(root) == "maildir"
+    items = collect(root, recursive=True)
+    assert len(items) == 4
+    assert not any(item.source.startswith(str(root / "tmp")) for item in items)
+
+
+def test_plain_folders_named_like_maildir_parts_stay_plain(tmp_path: Path) -> None:
+    write(tmp_path / "a" / "old" / "1", message("old"))
+    write(tmp_path / "a" / "new" / "2", message("new"))
+    write(tmp_path / "b" / "new" / "3", message("new"))
+    write(tmp_path / "b" / "4", message("beside new/"))
+    for folder in ("a", "b"):
+        assert detect_format(tmp_path / folder) == "dir"
+        assert len(collect(tmp_path / folder)) == 2
+
+
+def test_mh_names_are_kept_as_written(tmp_path: Path) -> None:
+    root = tmp_path / "inbox"
+    write(root / ".mh_sequences", b"")
+    for name in ("1", "007", "01"):
+        write(root / name, message(name))
+    write(root / ",5", message("deleted in nmh"))
+    write(root / "\u00b2", message("a superscript two is no message number"))
+    skipped, on_skip = skips_recorder()
+    items = collect(root, on_skip=on_skip)
+    assert [item.source for item in items] == [str(root / n) for n in ("01", "1", "007")]
+    assert [item.data for item in items] == [message(n) for n in ("01", "1", "007")]
+    assert skipped == []
+
+
+def test_unicode_digit_names_in_a_plain_folder(tmp_path: Path) -> None:
+    for name in ("2", "\u00b2", "\u2460", "10"):
+        write(tmp_path / "box" / name, message(name))
+    names = [Path(item.source).name for item in collect(tmp_path / "box")]
+    assert names == ["2", "10", "\u00b2", "\u2460"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+@pytest.mark.parametrize("fmt", ["dir", "maildir", "mh"])
+def test_pipes_and_folders_among_messages_are_skipped(tmp_path: Path, fmt: str) -> None:
+    root = make_folder(tmp_path / fmt, fmt, {"1": message("one"), "3": message("three")})
+    inner = root / "new" if fmt == "maildir" else root
+    os.mkfifo(inner / "2")
+    (inner / "4").mkdir()
+    (inner / "5").symlink_to(inner / "2")
+    (inner / "6").symlink_to("6")
+    skipped, on_skip = skips_recorder()
+    items = collect(root, fmt, on_skip=on_skip)
+    assert [Path(item.source).name for item in items] == ["1", "3"]
+    reasons = dict(skipped)
+    assert reasons[str(inner / "2")] == "not a regular file"
+    assert reasons[str(inner / "5")] == "not a regular file"
+    assert reasons[str(inner / "6")] == "symbolic link loop"
+    if fmt == "maildir":  # elsewhere a folder is a subfolder
+        assert reasons[str(inner / "4")] == "not a regular file"
+
+
+def test_a_tree_deeper_than_the_recursion_limit(tmp_path: Path) -> None:
+    folder = tmp_path / "deep"
+    folder.mkdir()
+    depth = 1100  # the recursive walk failed at about 990
+    # Made and removed a level at a time by descriptors: the whole path is longer
+    # than PATH_MAX, and Python 3.11's shutil.rmtree (pytest's clean-up) recurses.
+    levels = [os.open(folder, os.O_RDONLY)]
+    try:
+        for _ in range(depth):
+            os.mkdir("a", dir_fd=levels[-1])
+            levels.append(os.open("a", os.O_RDONLY, dir_fd=levels[-1]))
+        with open(os.open("m", os.O_WRONLY | os.O_CREAT, dir_fd=levels[-1]), "wb") as fh:
+            fh.write(message("deep"))
+        assert [item.data for item in collect(folder)] == [message("deep")]
+    finally:
+        os.unlink("m", dir_fd=levels[-1])
+        while len(levels) > 1:
+            os.close(levels.pop())
+            os.rmdir("a", dir_fd=levels[-1])
+        os.close(levels.pop())
+
+
 # --- reading files inside folders ------------------------------------------------------
 
 
@@ -431,9 +564,9 @@ def test_folder_member_is_judged_by_its_head(
     real_open = open
 
     class CountingFile:
-        def __init__(self, path: str) -> None:
+        def __init__(self, path: str, **kwargs: object) -> None:
             self.name = Path(path).name
-            self.fh = real_open(path, "rb")
+            self.fh = real_open(path, "rb", **kwargs)
 
         def __enter__(self) -> CountingFile:
             return self
@@ -441,16 +574,19 @@ def test_folder_member_is_judged_by_its_head(
         def __exit__(self, *exc: object) -> None:
             self.fh.close()
 
+        def fileno(self) -> int:
+            return self.fh.fileno()
+
         def read(self, size: int = -1) -> bytes:
             data = self.fh.read(size)
             read[self.name] = read.get(self.name, 0) + len(data)
             return data
 
-    def counting_open(path: str, mode: str = "r") -> CountingFile:
+    def counting_open(path: str, mode: str = "r", **kwargs: object) -> CountingFile:
         assert mode == "rb"
         name = Path(path).name
         opened[name] = opened.get(name, 0) + 1
-        return CountingFile(path)
+        return CountingFile(path, **kwargs)
 
     monkeypatch.setattr(mail, "open", counting_open, raising=False)
     skipped, on_skip = skips_recorder()
