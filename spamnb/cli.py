@@ -742,7 +742,7 @@ def train(
     Example:
       spamnb train -m model.joblib --spam ~/Maildir/.Junk --ham ~/Maildir
     """
-    from .store import ModelFileError, training_lock
+    from .store import ModelFileError, model_status, training_lock
 
     pairs = labelled_sources(spam, ham, label)
     check_stdin_once([path for _, path in pairs] + list(forget))
@@ -755,7 +755,12 @@ def train(
     try:
         with training_lock(path):
             # Read, add and write under the lock, so concurrent trainers add up.
-            fresh = new or not path.exists()
+            fresh = new or model_status(path) is None
+            if fresh and not pairs:
+                # Forgetting or setting cut-offs in a model that is not there: a
+                # mistyped path, which would otherwise become an empty model.
+                what = "start a model" if new else f"there is no model at {path}"
+                raise fail(f"{what}: give mail to learn from (--spam, --ham) to train one")
             settings = fresh_settings(scoring)
             # A new model's tokenizer settings are known before the model is made, so
             # its mail starts being counted first: the workers are forked before this
@@ -2009,12 +2014,19 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
     calibration is that of the model fitted on the most mail (train refits it).
     """
     from .merge import merge_filters
-    from .store import ModelFileError, load, save, training_lock
+    from .store import ModelFileError, load, model_status, save, training_lock
 
     if len(models) < 2:
         raise fail("give at least two models to merge")
-    if output.exists() and not force:
-        raise fail(f"{output} exists; use --force to replace it")
+
+    def refuse_to_replace() -> None:
+        try:
+            if model_status(output) is not None and not force:
+                raise fail(f"{output} exists; use --force to replace it")
+        except ModelFileError as exc:
+            raise fail(str(exc)) from None
+
+    refuse_to_replace()
     if any(os.path.realpath(output) == os.path.realpath(model) for model in models):
         raise fail(f"{output} is also one of the models; write the merge to a new file")
     filters = []
@@ -2029,6 +2041,9 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
         raise fail(f"cannot merge: {exc}") from None
     try:
         with training_lock(output):
+            # Again under the lock: a trainer may have made OUTPUT meanwhile, and a
+            # merge would replace what it learnt.
+            refuse_to_replace()
             raise_if_interrupted()
             size = save(merged, output)
     except ModelFileError as exc:

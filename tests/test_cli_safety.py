@@ -267,3 +267,52 @@ def test_a_model_others_could_write_is_saved_without_their_write_access(tmp_path
     assert result.exit_code == 0, result.stderr
     assert model.stat().st_mode & 0o777 == 0o644
     assert run("info", "-m", model).exit_code == 0
+
+
+def test_a_mistyped_model_path_is_not_made_into_an_empty_model(model, tmp_path, sample_maildir):
+    message = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
+    for options in (["--forget", message], ["--spam-cutoff", "0.9"]):
+        typo = tmp_path / "modle.joblib"
+        assert_one_line_error(run("train", "-m", typo, *options), "no model at")
+        assert not typo.exists()
+    assert_one_line_error(run("train", "--new", "-m", model, "--spam-cutoff", "0.9"), "--spam")
+    assert load(model).model.class_counts.sum() > 0
+
+
+def test_a_loop_of_links_is_no_model_and_is_not_replaced(tmp_path, sample_maildir):
+    loop = tmp_path / "loop.joblib"
+    loop.symlink_to(loop.name)
+    assert_one_line_error(run("info", "-m", loop), "loop of symbolic links")
+    assert_one_line_error(train_sample(loop, sample_maildir), "loop of symbolic links")
+    assert loop.is_symlink() and os.readlink(loop) == loop.name
+
+
+def test_merge_does_not_replace_a_model_a_trainer_made_meanwhile(
+    tmp_path, sample_maildir, monkeypatch
+):
+    import spamnb.store
+
+    parts = [tmp_path / "cur.joblib", tmp_path / "new.joblib"]
+    for part, folder in zip(parts, ("cur", "new"), strict=True):
+        spam, ham = (sample_maildir / label / folder for label in ("spam", "ham"))
+        assert run("train", "-m", part, "--spam", spam, "--ham", ham).exit_code == 0
+    model = parts[0]
+    output = tmp_path / "merged.joblib"
+    real_lock = spamnb.store.training_lock
+
+    def lock_after_a_trainer(path):
+        output.write_bytes(model.read_bytes())  # a trainer that held the lock first
+        return real_lock(path)
+
+    monkeypatch.setattr(spamnb.store, "training_lock", lock_after_a_trainer)
+    assert_one_line_error(run("merge", output, *parts), "exists; use --force")
+    assert output.read_bytes() == model.read_bytes()
+
+
+def test_a_trainer_leaves_other_models_temporary_files_alone(model, tmp_path, sample_maildir):
+    others = [tmp_path / ".model.joblib.old.abcd1234.tmp", tmp_path / ".model.joblibx.abcd1234.tmp"]
+    own = [tmp_path / ".model.joblib.abcd1234.tmp", tmp_path / ".model.joblib.table.ab_d1234.tmp"]
+    for path in others + own:
+        path.write_bytes(b"written by a writer")
+    assert train_sample(model, sample_maildir).exit_code == 0
+    assert [path.exists() for path in others + own] == [True, True, False, False]

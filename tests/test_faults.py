@@ -471,8 +471,8 @@ def one_more_to_save(tmp_path, sample_maildir, monkeypatch, writer):
     written through ``writer(real_write, path, write, mode)``."""
     model = tmp_path / "model.joblib"
     train_on(model, sample_maildir, "cur")
-    real_write = store._write_atomically
-    monkeypatch.setattr(store, "_write_atomically", lambda *args: writer(real_write, *args))
+    real_write = store._write_temporary
+    monkeypatch.setattr(store, "_write_temporary", lambda *args: writer(real_write, *args))
     spam_filter = load(model)
     spam_filter.train([b"Subject: new\n\nsomething new"], ["spam"])
     return model, spam_filter
@@ -484,10 +484,11 @@ def test_an_interrupt_during_the_save_waits_for_the_whole_pair(
     calls = []
 
     def write_then_interrupt(real_write, path, write, mode):
-        real_write(path, write, mode)
+        written = real_write(path, write, mode)
         calls.append(path)
         if len(calls) == 1:
             os.kill(os.getpid(), signal.SIGINT)  # between the model and its table
+        return written
 
     model, spam_filter = one_more_to_save(
         tmp_path, sample_maildir, monkeypatch, write_then_interrupt
@@ -507,21 +508,23 @@ def test_a_save_that_fails_after_an_interrupt_reports_its_own_error(
         calls.append(path)
         if len(calls) > 1:
             raise OSError(28, "No space left on device")
-        real_write(path, write, mode)
+        written = real_write(path, write, mode)
         os.kill(os.getpid(), signal.SIGINT)
+        return written
 
     model, spam_filter = one_more_to_save(
         tmp_path, sample_maildir, monkeypatch, interrupt_then_fail
     )
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(ModelFileError, match="No space left"):
         save(spam_filter, model)
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_a_save_leaves_an_ignored_interrupt_ignored(tmp_path, sample_maildir, monkeypatch):
     def write_then_interrupt(real_write, path, write, mode):
-        real_write(path, write, mode)
+        written = real_write(path, write, mode)
         os.kill(os.getpid(), signal.SIGINT)
+        return written
 
     model, spam_filter = one_more_to_save(
         tmp_path, sample_maildir, monkeypatch, write_then_interrupt
@@ -532,3 +535,34 @@ def test_a_save_leaves_an_ignored_interrupt_ignored(tmp_path, sample_maildir, mo
         assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_table_that_cannot_be_written_leaves_the_old_pair(tmp_path, sample_maildir, monkeypatch):
+    # The model had been replaced before the table failed, and train said it could not
+    # write the model: status 1 with the mail learnt.
+    def table_disk_full(real_write, path, write, mode):
+        if path.name.endswith(".table"):
+            raise OSError(28, "No space left on device")
+        return real_write(path, write, mode)
+
+    model, spam_filter = one_more_to_save(tmp_path, sample_maildir, monkeypatch, table_disk_full)
+    before = model.read_bytes(), Path(table_path(model)).read_bytes()
+    with pytest.raises(ModelFileError, match="No space left"):
+        save(spam_filter, model)
+    assert (model.read_bytes(), Path(table_path(model)).read_bytes()) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "model.joblib",
+        "model.joblib.lock",
+        "model.joblib.table",
+    ]
+
+
+def test_a_folder_at_the_tables_path_leaves_the_old_model(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    train_on(model, sample_maildir, "cur")
+    before = model.read_bytes()
+    Path(table_path(model)).unlink()
+    Path(table_path(model)).mkdir()
+    result = run("train", "-m", model, "--spam", sample_maildir / "spam" / "new")
+    assert_one_line_error(result, "is a directory")
+    assert model.read_bytes() == before
