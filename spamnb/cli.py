@@ -507,7 +507,7 @@ def iter_labelled(
                 path,
                 mail_format,
                 recursive=recursive,
-                stdin=sys.stdin.buffer,
+                stdin=None,  # sys.stdin's, read only for "-" (it is None when closed)
                 on_skip=lambda where, why: skipped.append(f"{where}: {why}"),
             ):
                 identity = message_identity(item.source)
@@ -1571,12 +1571,14 @@ def learning_curve_rows(
 def write_predictions(path: Path, items: Sequence[MailItem], scored: Any) -> None:
     """One line per tested message, in the order scored: position, source, true and
     predicted label, spam probability, ranking score and calibrated spam score."""
+    from .mail import display_source
+
     spam_probability = scored.spam_probability()
     lines = ["position\tsource\tlabel\tpredicted\tspam_probability\tdecision\tspam_score"]
     for row, index in enumerate(scored.indices):
         cells = [
             str(row + 1),
-            items[index].source.replace("\t", " ").replace("\n", " "),
+            display_source(items[index].source),
             scored.labels[row],
             scored.predicted[row],
         ]

@@ -418,3 +418,15 @@ def test_no_progress_bar_among_verdicts_on_a_terminal(model, sample_maildir):
     assert shown.count(b"\tcorpora/") + shown.count(b"sample") >= 10
     # With the verdicts going elsewhere, the terminal shows the bar.
     assert b"Classifying" in _classify_on_a_terminal(model, sample_maildir, stdout_too=False)
+
+
+def test_a_closed_standard_input_is_no_trouble_without_dash(model, sample_maildir):
+    # Reading the folder once took sys.stdin.buffer, and sys.stdin is None.
+    result = subprocess.run(
+        [sys.executable, "-m", "spamnb", "classify", "-m", str(model), str(sample_maildir)],
+        capture_output=True,
+        preexec_fn=lambda: os.close(0),
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert len(result.stdout.splitlines()) >= 50

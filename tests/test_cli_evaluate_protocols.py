@@ -347,3 +347,25 @@ def test_predictions_keep_file_names_that_are_not_utf8(tmp_path, sample_maildir)
     )
     assert result.exit_code == 0, result.stderr
     assert odd in predictions.read_bytes()
+
+
+def test_predictions_keep_one_line_for_any_file_name(tmp_path, sample_maildir):
+    ham = tmp_path / "ham"
+    ham.mkdir()
+    messages = sorted((sample_maildir / "ham" / "cur").iterdir())
+    names = ["cr\rx", "nl\nx", "tab\tx", "sep\u2028x", "plain"]
+    for name, message in zip(names, messages, strict=False):
+        (ham / name).write_bytes(message.read_bytes())
+    predictions = tmp_path / "predictions.tsv"
+    spam = sample_maildir / "spam"
+    result = run("evaluate", "--online", "--spam", spam, "--ham", ham, "--predictions", predictions)
+    assert result.exit_code == 0, result.output
+    text = predictions.read_text(encoding="utf-8")
+    # Every reader splits it the same way: no separator of any kind inside a row.
+    assert len(text.splitlines()) == len(text.split("\n")) - 1 == result_rows(predictions) + 1
+    sources = {row["source"] for row in read_predictions(predictions)}
+    assert {repr(str(ham / name)) for name in names[:4]} | {str(ham / "plain")} <= sources
+
+
+def result_rows(path: Path) -> int:
+    return len(read_predictions(path))
