@@ -1244,10 +1244,8 @@ def explanation_lines(
 @click.option(
     "--order",
     type=click.Choice(("name", "date")),
-    default="name",
-    show_default=True,
     help="With --online and --spam/--ham: file names in natural order (Enron-Spam's "
-    "numbered 0001.1999-12-10.farmer.ham.txt) or the Date header.",
+    "numbered 0001.1999-12-10.farmer.ham.txt) or the Date header.  [default: name]",
 )
 @click.option(
     "--compare",
@@ -1294,7 +1292,7 @@ def evaluate(
     folds: int | None,
     online: bool,
     index_path: Path | None,
-    order: str,
+    order: str | None,
     compare_text: str | None,
     learning_curve: bool,
     report_path: Path | None,
@@ -1326,6 +1324,10 @@ def evaluate(
         raise fail(f"{' and '.join(protocols)} are different ways to test; give one of them")
     if index_path is not None and not online:
         raise fail("--index gives the order of --online; add --online")
+    if order is not None and not online:
+        raise fail("--order gives the order of --online; add --online")
+    if order is not None and index_path is not None:
+        raise fail("--index gives the order itself; leave out --order")
     option_sets = parse_option_sets(compare_text) if compare_text else None
     if option_sets and (model_path is not None or online):
         raise fail(
@@ -1362,7 +1364,7 @@ def evaluate(
             test_size=test_size,
             folds=folds,
             online=online,
-            order="index" if index_path is not None else order,
+            order="index" if index_path is not None else order or "name",
             option_sets=option_sets,
             seed=seed,
             workers=workers,
@@ -1979,6 +1981,8 @@ def top_odds(
     as_json: bool,
 ) -> None:
     """Show the tokens with the highest odds ratios P(w|spam)/P(w|ham), and the reverse."""
+    if positive == negative:
+        raise fail(f"--positive and --negative are both {positive!r}; give two classes")
     spam_filter, _ = load_filter(model_path)
     try:
         towards_positive, towards_negative = spam_filter.top_odds(

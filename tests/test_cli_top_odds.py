@@ -71,3 +71,10 @@ def test_tokens_cannot_send_the_terminal_control_sequences(tmp_path):
     assert human.exit_code == 0
     assert "\x1b" not in human.stdout and "\x07" not in human.stdout
     assert "\\x1b" in human.stdout
+
+
+def test_one_class_on_both_sides_is_refused(tmp_path):
+    # It printed two empty tables of P(w|ham)/P(w|ham) with status 0.
+    model = tmp_path / "any.joblib"
+    result = run("top-odds", "-m", model, "--positive", "ham", "--negative", "ham")
+    assert_one_line_error(result, "both 'ham'")
