@@ -495,34 +495,40 @@ def iter_labelled(
 ) -> Iterator[tuple[MailItem, str]]:
     """Each stored message under the labelled paths once, with its label, as it is read
     (so that training holds a batch of mail in memory, not the mailbox)."""
-    from .mail import MailSourceError, iter_messages
+    from .mail import MailSourceError, display_source, iter_messages
 
     skipped: list[str] = []
     seen: dict[str, str] = {}
     message_identity = message_identities()
     repeated = 0
     for label, path in pairs:
+        skipped_before = len(skipped)
         try:
             for item in iter_messages(
                 path,
                 mail_format,
                 recursive=recursive,
                 stdin=None,  # sys.stdin's, read only for "-" (it is None when closed)
-                on_skip=lambda where, why: skipped.append(f"{where}: {why}"),
+                on_skip=lambda where, why: skipped.append(f"{display_source(where)}: {why}"),
             ):
                 identity = message_identity(item.source)
                 if identity in seen:
                     if seen[identity] != label:
-                        raise fail(f"{item.source} is given as both {seen[identity]} and {label}")
+                        raise fail(
+                            f"{display_source(item.source)} is given as both "
+                            f"{seen[identity]} and {label}"
+                        )
                     repeated += 1
                     continue
                 seen[identity] = label
                 yield item, label
         except MailSourceError as exc:
-            note = f" ({len(skipped):,} files skipped as not mail)" if skipped else ""
+            here = len(skipped) - skipped_before  # this path's, not the ones before it
+            note = f" ({here:,} skipped as not mail, e.g. {skipped[-1]})" if here else ""
             raise fail(f"{exc}{note}") from None
     if skipped:
-        warn(f"skipped {len(skipped):,} files that are not mail, e.g. {skipped[0]}")
+        what = "file or message" if len(skipped) == 1 else "files or messages"
+        warn(f"skipped {len(skipped):,} {what} that could not be read as mail, e.g. {skipped[0]}")
     if repeated:
         warn(f"read {repeated:,} messages more than once (overlapping paths); counted once")
 
@@ -1949,7 +1955,7 @@ def tune(
         return
     from .report import tuning_report
 
-    stdout_console().print(tuning_report(report))
+    stdout_console().print(tuning_report(report), crop=False)  # see tuning_report
 
 
 @main.command("top-odds")

@@ -391,7 +391,7 @@ def _extra_parts(report: dict[str, Any]) -> list[RenderableType]:
         parts.append(
             _reliability_table(
                 score["calibration"],
-                "Reliability of the calibrated spam score (what spamnb classify shows)",
+                "Reliability of the calibrated spam score (what the pipe filter writes)",
             )
         )
     if report.get("score_histogram"):
@@ -522,10 +522,18 @@ def tuning_report(report: dict[str, Any]) -> RenderableType:
         Text(
             f"Chosen: {chosen['event_model']}, k={chosen['alpha']:g}, "
             f"{_tokens(chosen['max_features'])} tokens (fewest errors; ties go to fewer "
-            "false positives, then the higher ROC AUC, then the earlier row).\n"
-            f"Train with it: spamnb train {chosen['train_options']} (the model keeps them)."
+            "false positives, then the higher ROC AUC, then the earlier row)."
         )
     )
+    # Never wrapped: a command cut mid-option at 80 columns breaks when pasted.
+    parts.append(
+        Text(
+            f"Train with it: spamnb train {chosen['train_options']}",
+            no_wrap=True,
+            overflow="ignore",
+        )
+    )
+    parts.append(Text("(the model keeps them)."))
     test = report.get("test")
     cutoff_columns = ["target FP rate", "cut-off", "ham at/above", "spam recall"]
     if test:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -548,3 +549,18 @@ def test_every_json_key_of_train_merge_and_info_is_documented(tmp_path, sample_m
     for name, output in (("train", trained), ("merge", merged), ("info", described)):
         missing = [key for key in output if f"`{key}`" not in section(name)]
         assert not missing, (name, missing)
+
+
+def test_a_folder_without_mail_is_told_apart_from_the_skips_before_it(tmp_path, sample_maildir):
+    spam = tmp_path / "spam"
+    shutil.copytree(sample_maildir / "spam" / "cur", spam)
+    (spam / "notes.txt").write_text("not a message\n")
+    empty = tmp_path / "empty"
+    (empty / "sub").mkdir(parents=True)
+    (empty / "README").write_text("no mail here\n")
+    result = run("train", "-m", tmp_path / "m.joblib", "--spam", spam, "--ham", empty)
+    assert_one_line_error(result, f"no messages found in {empty}", "1 skipped", "README")
+    assert "notes.txt" not in result.stderr
+    result = run("train", "-m", tmp_path / "m.joblib", "--spam", spam, "--ham", empty / "sub")
+    assert_one_line_error(result, f"no messages found in {empty / 'sub'}")
+    assert "skipped" not in result.stderr

@@ -128,3 +128,13 @@ def test_cli_defaults_are_the_tuning_modules():
     assert numbers(cli.TUNE_ALPHAS) == tuning.DEFAULT_ALPHAS
     assert numbers(cli.TUNE_MAX_FEATURES) == tuning.DEFAULT_MAX_FEATURES
     assert numbers(cli.TUNE_FP_RATES) == tuning.DEFAULT_FP_RATES
+
+
+def test_the_suggested_command_is_never_wrapped(sample_maildir):
+    # At 80 columns it was cut before its last value, and pasted it failed.
+    grid = ["--event-models", "bernoulli", "--alphas", "0.001", "--max-features", "0"]
+    args = ["tune", "-j", "1", "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+    options = run_json(*args, *grid)["chosen"]["train_options"]
+    command = f"Train with it: spamnb train {options}"
+    assert len(command) > 80
+    assert command in run(*args, *grid).stdout.splitlines()
