@@ -139,11 +139,6 @@ def _class_groups(labels: np.ndarray, seed: int) -> list[np.ndarray]:
     return [rng.permutation(np.flatnonzero(labels == c)) for c in sorted(counts)]
 
 
-def _safe_div(num: float, den: float) -> float:
-    """Undefined ratios are reported as 0.0 so reports never carry NaN."""
-    return float(num) / float(den) if den else 0.0
-
-
 def _jsonable(value: Any) -> Any:
     """Plain Python types only, with non-finite floats as None, so
     ``json.dumps(..., allow_nan=False)`` always works."""
@@ -293,11 +288,12 @@ def confusion_matrix(
 
 def per_class_report(
     y_true: Sequence[str], y_pred: Sequence[str], classes: Sequence[str]
-) -> dict[str, dict[str, float | int]]:
+) -> dict[str, dict[str, float | int | None]]:
     """``precision``, ``recall``, ``f1`` (floats) and ``support`` (int, number of true members)
-    per class, with 0.0 rather than NaN where a ratio has a zero denominator."""
+    per class; a ratio whose denominator is zero is None (JSON null, "n/a"), not 0: a class
+    never predicted has no precision, and one absent from the test no recall."""
     cm = confusion_matrix(y_true, y_pred, classes)
-    report: dict[str, dict[str, float | int]] = {}
+    report: dict[str, dict[str, float | int | None]] = {}
     for i, c in enumerate(classes):
         tp = int(cm[i, i])
         predicted = int(cm[:, i].sum())
@@ -306,9 +302,9 @@ def per_class_report(
         # are defined, and gives the conventional 0 when tp = 0 without a special case.
         f1_den = predicted + support
         report[str(c)] = {
-            "precision": _safe_div(tp, predicted),
-            "recall": _safe_div(tp, support),
-            "f1": _safe_div(2 * tp, f1_den),
+            "precision": tp / predicted if predicted else None,
+            "recall": tp / support if support else None,
+            "f1": 2 * tp / f1_den if f1_den else None,
             "support": support,
         }
     return report

@@ -338,12 +338,12 @@ def test_per_class_report_unequal_precision_recall() -> None:
     assert rep["y"] == pytest.approx({"precision": 2 / 3, "recall": 1.0, "f1": 0.8, "support": 2})
 
 
-def test_per_class_report_undefined_is_zero() -> None:
+def test_per_class_report_undefined_is_none() -> None:
     rep = per_class_report(["a", "a", "b"], ["a", "a", "a"], ["a", "b", "c"])
-    # b: never predicted -> precision 0/0 -> 0.0, recall 0/1 = 0
-    assert rep["b"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 1}
-    # c: never true nor predicted -> everything 0/0 -> 0.0
-    assert rep["c"] == {"precision": 0.0, "recall": 0.0, "f1": 0.0, "support": 0}
+    # b: never predicted -> precision 0/0 undefined, recall 0/1 = 0, F1 0 (tp = 0)
+    assert rep["b"] == {"precision": None, "recall": 0.0, "f1": 0.0, "support": 1}
+    # c: never true nor predicted -> everything 0/0, undefined
+    assert rep["c"] == {"precision": None, "recall": None, "f1": None, "support": 0}
     for stats in rep.values():
         assert not any(isinstance(v, float) and math.isnan(v) for v in stats.values())
         assert type(stats["support"]) is int
