@@ -980,7 +980,7 @@ def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return value
 
 
-@main.command()
+@main.command(short_help="Label messages, or filter one as a mail filter (--pipe).")
 @model_option
 @click.argument("paths", nargs=-1, metavar="PATH...")
 @click.option(
@@ -1800,7 +1800,7 @@ def _fp_rate(text: str) -> float:
     return value
 
 
-@main.command(cls=MultiPathCommand)
+@main.command(cls=MultiPathCommand, short_help="Choose the event model, k and vocabulary size.")
 @click.option("--ham", multiple=True, metavar="PATH...", help="Good mail (as for train).")
 @click.option("--spam", multiple=True, metavar="PATH...", help="Spam (as for train).")
 @reader_options
@@ -1958,7 +1958,7 @@ def tune(
     stdout_console().print(tuning_report(report), crop=False)  # see tuning_report
 
 
-@main.command("top-odds")
+@main.command("top-odds", short_help="Show the tokens with the highest odds ratios.")
 @model_option
 @click.option(
     "-n",
@@ -2011,7 +2011,7 @@ def top_odds(
     stdout_console().print(top_odds_tables(positive, negative, towards_positive, towards_negative))
 
 
-@main.command()
+@main.command(short_help="Add up models trained separately.")
 @click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
 @click.argument("models", nargs=-1, required=True, type=click.Path(path_type=Path))
 @trust_option

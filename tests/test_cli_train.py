@@ -564,3 +564,9 @@ def test_a_folder_without_mail_is_told_apart_from_the_skips_before_it(tmp_path, 
     result = run("train", "-m", tmp_path / "m.joblib", "--spam", spam, "--ham", empty / "sub")
     assert_one_line_error(result, f"no messages found in {empty / 'sub'}")
     assert "skipped" not in result.stderr
+
+
+def test_every_command_has_a_whole_summary_in_the_top_help():
+    commands = run("--help").stdout.split("Commands:", 1)[1].strip().splitlines()
+    assert len(commands) == 7
+    assert not [line for line in commands if line.endswith("...")]
