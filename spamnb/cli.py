@@ -2102,6 +2102,12 @@ def info(model_path: Path | None, as_json: bool) -> None:
         },
         "vocabulary": len(spam_filter.vocabulary),
         "tokenizer_version": spam_filter.settings.version,
+        "tokenizer": spam_filter.settings.to_dict(),
+        "cutoffs": {
+            "ham": spam_filter.calibration.ham_cutoff,
+            "spam": spam_filter.calibration.spam_cutoff,
+            "set_by_hand": spam_filter.calibration.chosen_cutoffs,
+        },
         "event_model": model.event_model,
         "alpha": model.alpha,
         "min_count": model.min_count,

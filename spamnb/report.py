@@ -100,7 +100,15 @@ def info_table(info: dict[str, Any]) -> Table:
     for label, count in info["messages"].items():
         _add_row(table, f"messages: {label}", f"{count:,}")
     _add_row(table, "vocabulary", f"{info['vocabulary']:,} tokens")
-    _add_row(table, "tokenizer", f"version {info['tokenizer_version']}")
+    _add_row(table, "tokenizer", _tokenizer_text(info))
+    cutoffs = info.get("cutoffs")
+    if cutoffs is not None:
+        how = "set by hand" if cutoffs["set_by_hand"] else "chosen from the data"
+        _add_row(
+            table,
+            "cut-offs",
+            f"ham below {cutoffs['ham']:.4g}, spam from {cutoffs['spam']:.4g} ({how})",
+        )
     _add_row(
         table,
         "scoring",
@@ -119,6 +127,22 @@ def info_table(info: dict[str, Any]) -> Table:
     if state is not None:
         _add_row(table, "pipe table", _PIPE_TABLE_STATES.get(state, state))
     return table
+
+
+def _tokenizer_text(info: dict[str, Any]) -> str:
+    text = f"version {info['tokenizer_version']}"
+    settings = info.get("tokenizer")
+    if not settings:
+        return text
+    text += (
+        f": words of {settings['min_word_length']} to {settings['max_word_length']} characters"
+        + (", word pairs" if settings["word_pairs"] else "")
+    )
+    if settings["max_bytes"]:
+        text += f", the first {settings['max_bytes']:,} bytes"
+    if settings["max_tokens"]:
+        text += f", at most {settings['max_tokens']:,} tokens"
+    return text
 
 
 def _mistake_table_text(mistakes: dict[str, Any], event_model: str) -> str:

@@ -570,3 +570,16 @@ def test_every_command_has_a_whole_summary_in_the_top_help():
     commands = run("--help").stdout.split("Commands:", 1)[1].strip().splitlines()
     assert len(commands) == 7
     assert not [line for line in commands if line.endswith("...")]
+
+
+def test_info_shows_the_cutoffs_and_the_tokenizers_limits(tmp_path, sample_maildir):
+    model = tmp_path / "m.joblib"
+    train_sample(model, sample_maildir, "--new", "--max-tokens", "900")
+    described = run_json("info", "-m", model)
+    assert described["tokenizer"]["max_tokens"] == 900
+    assert described["cutoffs"]["set_by_hand"] is False
+    run_json("train", "-m", model, "--ham-cutoff", "0.3", "--spam-cutoff", "0.95")
+    described = run_json("info", "-m", model)
+    assert described["cutoffs"] == {"ham": 0.3, "spam": 0.95, "set_by_hand": True}
+    shown = run("info", "-m", model).stdout
+    assert "at most 900 tokens" in shown and "set by hand" in shown
