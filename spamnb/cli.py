@@ -796,6 +796,7 @@ def train(
                     "learned": 0,
                     "moved": 0,
                     "known": 0,
+                    "conflicting": 0,
                     "forgotten": 0,
                     "unknown": 0,
                     "by_class": {},
@@ -823,6 +824,11 @@ def train(
     by_class = outcome.pop("by_class")
     for warning in cut_warnings(outcome["cut"], spam_filter.settings, "learnt"):
         warn(warning["message"])
+    if outcome["conflicting"]:
+        warn(
+            f"{outcome['conflicting']:,} messages came under two labels in this run (the "
+            "same mail in folders of both); each is counted under the label read last"
+        )
     summary = {
         "model": str(path),
         **outcome,

@@ -247,15 +247,19 @@ def learn_counted(
         "learned": 0,
         "moved": 0,
         "known": 0,
+        "conflicting": 0,
         "by_class": {},
         "cut": {"size": 0, "tokens": 0},
     }
     sample = CalibrationSample(sample_size)
+    # This run's messages, by digest: one met again under another label is the same
+    # mail in two folders of different labels, which moving it would hide.
+    this_run: set[str] = set()
     batches_learnt = messages_counted = 0
     large = False
     with progress() if progress is not None else nullcontext(None) as on_step:
         for batch, counts in counted:
-            _learn_batch(spam_filter, batch, counts, outcome, sample)
+            _learn_batch(spam_filter, batch, counts, outcome, sample, this_run)
             batches_learnt += 1
             # Counted, not learnt: mail the model knows already is counted all the
             # same (a nightly run over the same folders).
@@ -342,16 +346,26 @@ def _learn_batch(
     counts: BatchCounts,
     outcome: dict[str, Any],
     sample: CalibrationSample,
+    this_run: set[str],
 ) -> None:
     batch_messages, batch_labels = batch
     labels = list(batch_labels)
+    assert counts.digests is not None
+    label_now: dict[str, str] = {}
+    for digest, label in zip(counts.digests, labels, strict=True):
+        before = label_now.get(digest)
+        if before is None and digest in this_run:
+            before = spam_filter.trained.get(digest)
+        if before is not None and before != label:
+            outcome["conflicting"] += 1
+        label_now[digest] = label
+    this_run.update(label_now)
     by_size, by_tokens = cut_flags(
         [len(data) for data in batch_messages], counts.lengths, spam_filter.settings
     )
     outcome["cut"]["size"] += int(by_size.sum())
     outcome["cut"]["tokens"] += int(by_tokens.sum())
     X = counts.in_vocabulary(spam_filter.vocabulary, grow=True)
-    assert counts.digests is not None
     batch_outcome, rows = spam_filter.learn_matrix(X, labels, counts.digests)
     for key in ("learned", "moved", "known"):
         outcome[key] += batch_outcome[key]

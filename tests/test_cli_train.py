@@ -583,3 +583,20 @@ def test_info_shows_the_cutoffs_and_the_tokenizers_limits(tmp_path, sample_maild
     assert described["cutoffs"] == {"ham": 0.3, "spam": 0.95, "set_by_hand": True}
     shown = run("info", "-m", model).stdout
     assert "at most 900 tokens" in shown and "set by hand" in shown
+
+
+def test_the_same_mail_under_two_labels_in_one_run_is_warned_about(tmp_path, sample_maildir):
+    copies = tmp_path / "copies"
+    shutil.copytree(sample_maildir / "spam" / "cur", copies)
+    model = tmp_path / "m.joblib"
+    spam = sample_maildir / "spam" / "cur"
+    result = run("train", "-m", model, "--spam", spam, "--ham", copies, "--json")
+    assert result.exit_code == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["conflicting"] == len(list(copies.iterdir())) > 0
+    assert "under two labels" in result.stderr
+    # A later run that moves mail on purpose (a message refiled) is no conflict.
+    result = run("train", "-m", model, "--spam", copies, "--json")
+    assert json.loads(result.stdout)["conflicting"] == 0
+    assert json.loads(result.stdout)["moved"] > 0
+    assert "under two labels" not in result.stderr
