@@ -74,6 +74,9 @@ from typing import BinaryIO
 
 FORMATS = ("file", "dir", "mbox", "maildir", "mh")
 
+# The most read from standard input as one message.
+MAX_STDIN_BYTES = 256 << 20
+
 # How much of a message the "is this mail?" test looks at. Binary files show a NUL
 # almost at once, and the first line is all the header test needs.
 _SNIFF_BYTES = 4096
@@ -522,9 +525,16 @@ def _iter_stdin(stdin: BinaryIO | None) -> Iterator[MailItem]:
         if stdin is None:
             raise MailSourceError("standard input ('-') is not available")
     try:
-        data = stdin.read()
+        # Bounded: a stream need not end (``< /dev/zero``, a stuck producer), and
+        # reading it whole took all memory.  Mail is far smaller than this.
+        data = stdin.read(MAX_STDIN_BYTES + 1)
     except OSError as exc:
         raise _os_error("-", exc) from None
+    if len(data) > MAX_STDIN_BYTES:
+        raise MailSourceError(
+            f"standard input ('-') holds more than {MAX_STDIN_BYTES:,} bytes, "
+            "more than a message; give it as a file"
+        )
     problem = _mail_problem(data)
     if problem == "empty file":
         raise MailSourceError("standard input ('-') is empty")

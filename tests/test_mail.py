@@ -801,7 +801,7 @@ def test_os_errors_while_reading_become_mail_source_errors(
             collect(path)
         assert_one_line_naming(info.value, where)
 
-    def failing_read() -> bytes:
+    def failing_read(size: int = -1) -> bytes:
         raise error
 
     broken_stdin = io.BytesIO()
@@ -890,3 +890,21 @@ def test_fast_message_id_agrees_with_the_parser(pieces, noise):
 
     data = b"".join(pieces) + noise
     assert message_id(data) == header_value(data, "Message-ID")
+
+
+class _Endless(io.RawIOBase):
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def]
+        buffer[:] = b"y" * len(buffer)
+        return len(buffer)
+
+
+def test_standard_input_is_read_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An endless stream (< /dev/zero) was read until memory ran out.
+    monkeypatch.setattr(mail, "MAX_STDIN_BYTES", 1000)
+    whole = PLAIN + b"x" * (1000 - len(PLAIN))
+    assert collect("-", stdin=io.BytesIO(whole)) == [MailItem("-", whole)]
+    with pytest.raises(MailSourceError, match="more than 1,000 bytes"):
+        collect("-", stdin=io.BufferedReader(_Endless()))
