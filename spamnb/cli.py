@@ -748,7 +748,7 @@ def train(
     Example:
       spamnb train -m model.joblib --spam ~/Maildir/.Junk --ham ~/Maildir
     """
-    from .store import ModelFileError, model_status, training_lock
+    from .store import ModelFileError, NotAModelError, model_status, training_lock
 
     pairs = labelled_sources(spam, ham, label)
     check_stdin_once([path for _, path in pairs] + list(forget))
@@ -789,7 +789,10 @@ def train(
                         SpamFilter(settings=settings) if fresh else load(path, trust=trusting())
                     )
                 except ModelFileError as exc:
-                    raise fail(f"{exc} (use --new to replace it)") from None
+                    # Not for a model refused for its owner or its newer format: --new
+                    # would throw a good model away.
+                    hint = " (use --new to replace it)" if isinstance(exc, NotAModelError) else ""
+                    raise fail(f"{exc}{hint}") from None
                 new_class_warning(spam_filter.classes, [label for label, _ in pairs])
                 apply_scoring_options(spam_filter, scoring)
                 outcome: dict[str, Any] = {

@@ -73,6 +73,11 @@ _SEPARATORS = ("\n", "\x00", "\x1f")
 _PACK_SLICE = 1 << 16
 
 
+class NotAModelError(ModelFileError):
+    """A file that holds no spamnb model: another kind of file, or a damaged model
+    (which train --new may replace; a model refused for trust or age may not)."""
+
+
 def pack_strings(strings: list[str]) -> dict[str, Any]:
     """Strings as one UTF-8 byte array, joined by a character none of them holds."""
     for separator in _SEPARATORS:
@@ -197,10 +202,10 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
     from .model import NaiveBayes
 
     if not isinstance(payload, dict) or payload.get("format") != FORMAT_NAME:
-        raise ModelFileError(f"{path} is not a spamnb model file")
+        raise NotAModelError(f"{path} is not a spamnb model file")
     version = payload.get("format_version")
     if type(version) is not int or version < 1:
-        raise ModelFileError(f"{path} is a damaged spamnb model file (format version {version!r})")
+        raise NotAModelError(f"{path} is a damaged spamnb model file (format version {version!r})")
     if version > FORMAT_VERSION:
         raise ModelFileError(
             f"{path} has model format {version}, newer than this spamnb "
@@ -239,7 +244,7 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         detail = " ".join(str(exc).split())[:200]
-        raise ModelFileError(f"{path} is a damaged spamnb model file ({detail})") from None
+        raise NotAModelError(f"{path} is a damaged spamnb model file ({detail})") from None
 
 
 def _unpack_mistakes(
@@ -357,13 +362,13 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
     except OSError as exc:
         raise ModelFileError(f"cannot read model {path}: {exc.strerror or exc}") from None
     except Exception:  # noqa: BLE001 - truncated or foreign files fail in many ways inside pickle
-        raise ModelFileError(f"{path} is not a spamnb model file, or it is damaged") from None
+        raise NotAModelError(f"{path} is not a spamnb model file, or it is damaged") from None
     return from_payload(payload, path)
 
 
 def _verify_checksum(stream: BinaryIO, header: bytes, path: Path) -> None:
     if len(header) < HEADER_SIZE:
-        raise ModelFileError(f"{path} is a damaged spamnb model file (truncated in its header)")
+        raise NotAModelError(f"{path} is a damaged spamnb model file (truncated in its header)")
     length = int.from_bytes(header[len(FILE_MAGIC) : len(FILE_MAGIC) + 8], "little")
     expected = header[len(FILE_MAGIC) + 8 :]
     digest = hashlib.sha256()
@@ -372,12 +377,12 @@ def _verify_checksum(stream: BinaryIO, header: bytes, path: Path) -> None:
         digest.update(chunk)
         size += len(chunk)
     if size != length:
-        raise ModelFileError(
+        raise NotAModelError(
             f"{path} is a damaged spamnb model file ({size:,} bytes of payload, "
             f"the header says {length:,}: truncated or appended to)"
         )
     if digest.digest() != expected:
-        raise ModelFileError(
+        raise NotAModelError(
             f"{path} is a damaged spamnb model file (its checksum does not match: "
             "changed on disk since it was written)"
         )

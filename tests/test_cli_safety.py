@@ -316,3 +316,13 @@ def test_a_trainer_leaves_other_models_temporary_files_alone(model, tmp_path, sa
         path.write_bytes(b"written by a writer")
     assert train_sample(model, sample_maildir).exit_code == 0
     assert [path.exists() for path in others + own] == [True, True, False, False]
+
+
+def test_only_a_damaged_model_is_offered_replacing(model, sample_maildir):
+    model.chmod(0o666)  # refused for its write access: a good model, not to throw away
+    result = train_sample(model, sample_maildir)
+    assert_one_line_error(result, "--trust-model")
+    assert "--new" not in result.stderr
+    model.chmod(0o600)
+    model.write_bytes(b"not a model at all")
+    assert_one_line_error(train_sample(model, sample_maildir), "use --new to replace it")
