@@ -2101,7 +2101,7 @@ def info(model_path: Path | None, as_json: bool) -> None:
     details = {
         "path": str(path),
         "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
+        "format_version": spam_filter.read_format or FORMAT_VERSION,
         "spamnb_version": spam_filter.written_by,
         "created": spam_filter.created,
         "updated": spam_filter.updated,

@@ -75,8 +75,10 @@ class SpamFilter:
     settings: TokenizerSettings = DEFAULT_SETTINGS
     created: str = field(default_factory=_now)
     updated: str = field(default_factory=_now)
-    # The spamnb version that last wrote the model's file.
+    # The spamnb version that last wrote the model's file, and the file's format (None
+    # for a filter not read from a file: the next save writes the current format).
     written_by: str = __version__
+    read_format: int | None = None
     calibration: Calibration = field(default_factory=Calibration)
     # Digest of every message trained through learn(), with its class: so that a
     # message is never counted twice and can be moved to another class or forgotten.

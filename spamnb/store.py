@@ -196,7 +196,9 @@ def _unpack_trained(packed: object, classes: list[str]) -> dict[str, str]:
     return dict(zip(digests, (classes[n] for n in numbers.tolist()), strict=True))
 
 
-def from_payload(payload: object, path: Path) -> SpamFilter:
+def from_payload(payload: object, path: Path, *, checksummed: bool = True) -> SpamFilter:
+    """The filter a model file's payload holds; ``checksummed`` says whether the file
+    had the checksum header that every file of format 3 and later has."""
     from .filter import SpamFilter
     from .mistakes import MistakeTable
     from .model import NaiveBayes
@@ -210,6 +212,11 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
         raise ModelFileError(
             f"{path} has model format {version}, newer than this spamnb "
             f"({__version__}, format {FORMAT_VERSION}) reads; upgrade spamnb"
+        )
+    if version >= 3 and not checksummed:
+        # Its header cut off: the payload would be unpickled unchecked.
+        raise NotAModelError(
+            f"{path} is a damaged spamnb model file (format {version} without its checksum header)"
         )
     try:
         model = NaiveBayes.from_state(payload["model"])
@@ -237,6 +244,7 @@ def from_payload(payload: object, path: Path) -> SpamFilter:
             created=str(payload["created"]),
             updated=str(payload["updated"]),
             written_by=str(payload["spamnb_version"]),
+            read_format=version,
             calibration=calibration,
             trained=_checked_trained(trained, model.classes),
             mistakes=mistakes,
@@ -351,7 +359,8 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
             if not trust:
                 check_trusted(status, path)
             header = stream.read(HEADER_SIZE)
-            if header.startswith(FILE_MAGIC):
+            checksummed = header.startswith(FILE_MAGIC)
+            if checksummed:
                 _verify_checksum(stream, header, path)
                 stream.seek(HEADER_SIZE)
             else:
@@ -363,7 +372,7 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
         raise ModelFileError(f"cannot read model {path}: {exc.strerror or exc}") from None
     except Exception:  # noqa: BLE001 - truncated or foreign files fail in many ways inside pickle
         raise NotAModelError(f"{path} is not a spamnb model file, or it is damaged") from None
-    return from_payload(payload, path)
+    return from_payload(payload, path, checksummed=checksummed)
 
 
 def _verify_checksum(stream: BinaryIO, header: bytes, path: Path) -> None:

@@ -13,8 +13,10 @@ from spamnb import __version__
 from spamnb.filter import SpamFilter
 from spamnb.store import (
     FORMAT_VERSION,
+    HEADER_SIZE,
     ModelFileError,
     default_model_path,
+    dump_checksummed,
     load,
     save,
     to_payload,
@@ -265,6 +267,16 @@ def test_version_1_files_still_load(tmp_path, trained):
     assert loaded.vocabulary.tokens == trained.vocabulary.tokens
     assert loaded.vocabulary.index == trained.vocabulary.index
     assert loaded.trained == trained.trained
+    assert loaded.read_format == 1
+
+
+def test_a_current_payload_without_its_checksum_header_is_damaged(tmp_path, trained):
+    # Loaded unchecked as a format 1 or 2 file: the SHA-256 protects nothing then.
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+    path.write_bytes(path.read_bytes()[HEADER_SIZE:])
+    with pytest.raises(ModelFileError, match="without its checksum header"):
+        load(path)
 
 
 def test_packed_strings_survive_any_text():
@@ -379,7 +391,8 @@ def test_token_hashes_that_are_not_right_are_hashed_again(tmp_path, trained, rec
         del payload["token_hashes"]
     else:
         payload["token_hashes"] = recorded(payload["token_hashes"])
-    joblib.dump(payload, path)
+    with open(path, "wb") as stream:
+        dump_checksummed(payload, stream)
     loaded = load(path)
     assert loaded.vocabulary.hashes is None
     save(loaded, path)
