@@ -106,7 +106,9 @@ def main() -> None:
 
         if sys.stdin is None or sys.stdout is None:
             sys.exit(EXIT_ERROR)  # no message to read, or nowhere to write it
-        model_path = options.pop("model", None) or default_model_file()
+        model_path = options.pop("model", None)
+        if model_path is None:  # an empty -m "" is a wrong path, as for every command
+            model_path = default_model_file()
         sys.exit(run(sys.stdin.buffer, sys.stdout.buffer, sys.stderr, model_path, **options))
 
     import click

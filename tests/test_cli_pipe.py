@@ -350,3 +350,12 @@ def test_the_renamed_header_follows_header_name(model, sample_maildir):
         "classify", "-p", "-m", model, "--header-name", "X-Junk", input=b"X-Junk: yes\n" + ham
     )
     assert result.stdout_bytes.startswith(b"X-Junk-Previous: yes\n")
+
+
+def test_an_empty_model_path_is_not_the_default_model(model, sample_maildir, tmp_path):
+    # -m "" scored with $SPAMNB_MODEL's model, where every other command refuses it.
+    message = sample_messages(sample_maildir, "ham")[3]
+    environment = {**os.environ, "SPAMNB_MODEL": str(model)}
+    done = pipe_subprocess(["classify", "--pipe", "-m", ""], message, env=environment)
+    assert (done.returncode, done.stdout) == (3, message)
+    assert pipe_subprocess(["classify", "--pipe"], message, env=environment).returncode == 1
