@@ -1043,7 +1043,7 @@ def classify(
     """Label messages: one line each, `LABEL<TAB>SPAM-PROBABILITY<TAB>MESSAGE`.
 
     MESSAGE is the message's file (mbox: FILE:N), or its Message-ID when read from
-    standard input ('-').  The probability is that of the class 'spam' (for models
+    standard input ('-'; '-' itself when it has none).  The probability is that of the class 'spam' (for models
     without one, that of the predicted class).
 
     With --pipe it is a mail filter for procmail or maildrop instead.
