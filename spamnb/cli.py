@@ -533,6 +533,11 @@ def iter_labelled(
         warn(f"read {repeated:,} messages more than once (overlapping paths); counted once")
 
 
+def _count(n: int, noun: str) -> str:
+    """ "1 message", "2 messages"."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def warn(message: str) -> None:
     """One line on stderr, never wrapped, so scripts can grep it."""
     click.echo(f"Warning: {' '.join(message.split())}", err=True)
@@ -758,15 +763,21 @@ def train(
     check_paths_exist([p for _, p in pairs])
     forgotten_items, _ = read_labelled([("", p) for p in forget], mail_format, recursive)
     path = resolve_model_path(model_path)
+
+    def refuse_an_empty_model(fresh: bool) -> None:
+        # Forgetting or setting cut-offs in a model that is not there: a mistyped path,
+        # which would otherwise become an empty model.
+        if fresh and not pairs:
+            what = "--new starts a model" if new else f"there is no model at {path}"
+            raise fail(f"{what}: give mail to learn from (--spam, --ham) to train one")
+
     try:
+        # Before the lock, which would leave its file (and folders) at a mistyped path.
+        refuse_an_empty_model(new or model_status(path) is None)
         with training_lock(path):
             # Read, add and write under the lock, so concurrent trainers add up.
             fresh = new or model_status(path) is None
-            if fresh and not pairs:
-                # Forgetting or setting cut-offs in a model that is not there: a
-                # mistyped path, which would otherwise become an empty model.
-                what = "start a model" if new else f"there is no model at {path}"
-                raise fail(f"{what}: give mail to learn from (--spam, --ham) to train one")
+            refuse_an_empty_model(fresh)
             settings = fresh_settings(scoring)
             # A new model's tokenizer settings are known before the model is made, so
             # its mail starts being counted first: the workers are forked before this
@@ -829,8 +840,8 @@ def train(
         warn(warning["message"])
     if outcome["conflicting"]:
         warn(
-            f"{outcome['conflicting']:,} messages came under two labels in this run (the "
-            "same mail in folders of both); each is counted under the label read last"
+            f"{_count(outcome['conflicting'], 'message')} came under two labels in this "
+            "run (the same mail in folders of both); each is counted under the label read last"
         )
     summary = {
         "model": str(path),
@@ -1043,8 +1054,8 @@ def classify(
     """Label messages: one line each, `LABEL<TAB>SPAM-PROBABILITY<TAB>MESSAGE`.
 
     MESSAGE is the message's file (mbox: FILE:N), or its Message-ID when read from
-    standard input ('-'; '-' itself when it has none).  The probability is that of the class 'spam' (for models
-    without one, that of the predicted class).
+    standard input ('-'; '-' itself when it has none).  The probability is that of
+    the class 'spam' (for models without one, that of the predicted class).
 
     With --pipe it is a mail filter for procmail or maildrop instead.
     """

@@ -9,9 +9,9 @@ Supported sources and how a PATH is recognised when no format is forced
 (``detect_format``; checked in this order):
 
 ``maildir``
-    A directory with both ``cur/`` and ``new/`` subdirectories, or with one of them
-    and nothing else but ``tmp/``, dot-files and files that are not messages (git,
-    zip and some copies drop empty folders). Messages come from ``cur/`` and
+    A directory with both ``cur/`` and ``new/`` subdirectories, or with one of them,
+    holding no folders, and nothing else but ``tmp/``, dot-files and files that are
+    not messages (git, zip and some copies drop empty folders). Messages come from ``cur/`` and
     ``new/`` (never ``tmp/``, which holds deliveries in progress), sorted by file
     name across both. With ``recursive=True`` the Maildir++ subfolders (``.Name/``
     directories that are Maildirs themselves) follow, sorted.
@@ -24,24 +24,28 @@ Supported sources and how a PATH is recognised when no format is forced
     ``.mh_sequences`` is read as ``dir``, which yields the same messages.
 ``dir``
     Any other directory: a tree of message files, one message per regular file,
-    walked in sorted order (names of ASCII digits sort by number), depth first.
-    A Maildir or MH folder inside it is read as one, and an mbox file inside it is
-    split into its messages (a mutt ``~/Mail``, Thunderbird's Local Folders).
-    Hidden entries (``.name``, files and directories) are passed over silently;
-    files that do not look like mail, named pipes and link loops are reported
-    through ``on_skip`` instead of failing the whole run.
+    walked in full in sorted order (names of ASCII digits sort by number), depth
+    first, except a Maildir's ``tmp/`` below it (deliveries in progress). A file
+    that is an mbox by the test below is split into its messages (a mutt
+    ``~/Mail``, Thunderbird's Local Folders). Hidden entries (``.name``, files and
+    directories) are passed over silently; files that do not look like mail,
+    named pipes, sockets and link loops are reported through ``on_skip`` instead of
+    failing the whole run.
 ``mbox``
     A regular file whose first line starts with ``From `` *and* which holds a
-    second message: another envelope line, i.e. a line ``From SENDER ...`` that
-    also carries, as words of their own, a weekday and after it a month, and an
-    ``hh:mm`` time, as every mbox writer puts the delivery date there. Requiring
-    the date keeps a body line such as "From the desk of ..." or "From our Monday
-    meeting at 10:30" in a single message from turning it into an mbox. Messages
-    are split at the same envelope lines (and at the first line), with or without
-    a blank line before them, so such a body line stays in its message, as in mbox
-    readers that check the line (mutt) rather than split at every ``From ``
-    (Python's ``mailbox.mbox``, which cut such a message in two and skipped the
-    second part as not mail).
+    second message: a blank line, then an envelope line, i.e. a line ``From SENDER
+    ...`` that also carries, as words of their own, a weekday and after it a month,
+    and an ``hh:mm`` time, as every mbox writer puts the delivery date there, and
+    after which comes a header field. Requiring the date and the header keeps a
+    body line such as "From the desk of ...", "From our Monday meeting at 10:30" or
+    "From Bob: Mon Jan 6 meeting moved to 10:30" in a single message from turning
+    it into an mbox. Messages are split at the same envelope lines (and at the
+    first line), so such a body line stays in its message, as in mbox readers
+    that check the line (mutt) rather than split at every ``From `` (Python's
+    ``mailbox.mbox``, which cut such a message in two and skipped the second part
+    as not mail). Forced with ``fmt="mbox"``, a file is split at envelope lines
+    with or without a blank line before them (files made by concatenating
+    messages have none).
     Each item's bytes omit the ``From_`` line, and a blank line (LF) before the
     next one or at the end, as ``mailbox.mbox`` returns them.
 ``file``
@@ -74,8 +78,9 @@ from typing import BinaryIO
 
 FORMATS = ("file", "dir", "mbox", "maildir", "mh")
 
-# The most read from standard input as one message.
-MAX_STDIN_BYTES = 256 << 20
+# The most read as one message from standard input or a named pipe, which need not
+# end (< /dev/zero, a stuck producer).  Mail is far smaller than this.
+MAX_STREAM_BYTES = 256 << 20
 
 # How much of a message the "is this mail?" test looks at. Binary files show a NUL
 # almost at once, and the first line is all the header test needs.
@@ -85,7 +90,10 @@ _SNIFF_BYTES = 4096
 _SCAN_CHUNK = 1 << 20
 
 _FIRST_LINE = re.compile(rb"From |[!-9;-~]+[ \t]*:")
-# An envelope line (see _is_envelope) after a blank line.
+# A header field's first line: what follows every envelope line mail programs write.
+_FIELD_LINE = re.compile(rb"[!-9;-~]+[ \t]*:")
+# A blank line, then a line that may be an envelope line (see _envelope_at).
+_BLANK_THEN_FROM = re.compile(rb"\n\r?\n(?=From )")
 # Whole words: "From our Monday meeting at 10:30" in a body is no envelope line.
 _ENVELOPE_TO_WEEKDAY = re.compile(
     rb"From [^\s]+[ \t][^\r\n]*?(?<![A-Za-z])(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)(?![A-Za-z])"
@@ -283,20 +291,29 @@ def _stat(path: str) -> os.stat_result:
 
 
 def _read(path: str) -> bytes:
+    """A message file given as PATH, or a named pipe there, as one message."""
     try:
         with open(path, "rb") as fh:
-            return fh.read()
+            data = fh.read(MAX_STREAM_BYTES + 1)
     except OSError as exc:
         raise _os_error(path, exc) from None
+    if len(data) > MAX_STREAM_BYTES:
+        raise MailSourceError(_too_long(_show(path)))
+    return data
+
+
+def _too_long(shown: str) -> str:
+    return f"{shown} holds more than {MAX_STREAM_BYTES:,} bytes, more than a message"
 
 
 _MAILDIR_PARTS = ("cur", "new", "tmp")
 
 
 def _is_maildir(path: str) -> bool:
-    """Whether ``path`` has Maildir's cur/ and new/, or one of them and nothing else
-    but tmp/: git, zip and some copies drop empty folders, and a Maildir kept in git
-    often has only cur/ (and a plain folder of "old/" and "new/" is no Maildir)."""
+    """Whether ``path`` has Maildir's cur/ and new/, or one of them, holding no folders,
+    and nothing else but tmp/ and files that are not mail: git, zip and some copies
+    drop empty folders, and a Maildir kept in git often has only cur/ (while a plain
+    folder of "old/" and "new/", or of "new/" and messages, is no Maildir)."""
     cur, new = (os.path.isdir(os.path.join(path, part)) for part in ("cur", "new"))
     if cur and new:
         return True
@@ -304,12 +321,16 @@ def _is_maildir(path: str) -> bool:
         return False
     try:
         with os.scandir(path) as entries:
-            return all(
+            if not all(
                 entry.name.startswith(".")
                 or entry.name in _MAILDIR_PARTS
                 or (not _is_folder(entry) and not _looks_like_mail(entry.path))
                 for entry in entries
-            )
+            ):
+                return False
+        # And the messages' folder holds messages, not folders of them.
+        with os.scandir(os.path.join(path, "cur" if cur else "new")) as entries:
+            return not any(_is_folder(e) for e in entries if not e.name.startswith("."))
     except OSError:
         return False
 
@@ -395,16 +416,20 @@ def _is_envelope(data: bytes, pos: int = 0) -> bool:
     return month is not None and _TIME.search(data, month.end(), stop) is not None
 
 
+def _envelope_at(data: bytes, pos: int) -> bool:
+    """Whether the line at data[pos] is an envelope line that starts a message: the
+    line after it is a header field.  Prose such as "From Bob: Mon Jan 6 meeting
+    moved to 10:30" can look like an envelope line; a header field never follows it."""
+    if not _is_envelope(data, pos):
+        return False
+    line_end = data.find(b"\n", pos)
+    return line_end >= 0 and _FIELD_LINE.match(data, line_end + 1) is not None
+
+
 def _has_envelope(data: bytes, start: int) -> bool:
-    """Whether an envelope line starts a line of data[start:]."""
-    # bytes.find rather than a regex: every message file of a folder that starts with
-    # an envelope line is searched (half the SpamAssassin corpus), a third as fast.
-    line = data.find(b"\nFrom ", start)
-    while line >= 0:
-        if _is_envelope(data, line + 1):
-            return True
-        line = data.find(b"\nFrom ", line + 1)
-    return False
+    """Whether data[start:] holds a second message: a blank line, then an envelope line
+    that starts a message."""
+    return any(_envelope_at(data, m.end()) for m in _BLANK_THEN_FROM.finditer(data, start))
 
 
 def detect_format(path: Path) -> str:
@@ -467,6 +492,7 @@ def iter_messages(
         raise MailSourceError(f"{_show(text)} is neither a directory nor a regular file")
 
     data: bytes | None = None
+    forced = fmt is not None
     if fmt is None:
         if is_dir:
             fmt = _dir_format(text)
@@ -486,9 +512,11 @@ def iter_messages(
     if fmt == "file":
         return _iter_one_file(text, data)
     if fmt == "dir":
-        return _expect_some(text, _iter_dir(text, recursive, skip))
+        return _expect_some(text, _iter_dir(text, skip))
     if fmt == "mbox":
-        return _expect_some(text, _iter_mbox(text, skip))
+        # Named mbox by the user (forced) it is split at every envelope line, a blank
+        # line before it or not (files made by concatenating messages have none).
+        return _expect_some(text, _iter_mbox(text, skip, after_blank=not forced))
     if fmt == "maildir":
         return _expect_some(text, _iter_maildir(text, recursive, skip, set()))
     return _expect_some(text, _iter_mh(text, recursive, skip, set()))
@@ -525,16 +553,12 @@ def _iter_stdin(stdin: BinaryIO | None) -> Iterator[MailItem]:
         if stdin is None:
             raise MailSourceError("standard input ('-') is not available")
     try:
-        # Bounded: a stream need not end (``< /dev/zero``, a stuck producer), and
-        # reading it whole took all memory.  Mail is far smaller than this.
-        data = stdin.read(MAX_STDIN_BYTES + 1)
+        # Bounded: reading an endless stream whole took all memory.
+        data = stdin.read(MAX_STREAM_BYTES + 1)
     except OSError as exc:
         raise _os_error("-", exc) from None
-    if len(data) > MAX_STDIN_BYTES:
-        raise MailSourceError(
-            f"standard input ('-') holds more than {MAX_STDIN_BYTES:,} bytes, "
-            "more than a message; give it as a file"
-        )
+    if len(data) > MAX_STREAM_BYTES:
+        raise MailSourceError(_too_long("standard input ('-')"))
     problem = _mail_problem(data)
     if problem == "empty file":
         raise MailSourceError("standard input ('-') is empty")
@@ -570,8 +594,7 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
     try:
         with open(source, "rb", opener=_open_without_blocking) as fh:
             # (O_NONBLOCK changes nothing in reading a regular file.)
-            status = os.fstat(fh.fileno())
-            if not stat.S_ISREG(status.st_mode):
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 skip(source, "not a regular file")
                 return
             # Judge the file by its head before reading the rest, so that a large
@@ -583,17 +606,17 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
             if problem is not None:
                 skip(source, problem)
                 return
-            split = mbox_files and _starts_with_from(head)
-            if split and status.st_size > _SCAN_CHUNK:
+            if mbox_files:
                 kind, data = _scan(fh, head, keep=True)  # a large mbox is not read whole
             else:
-                data = head + fh.read() if len(head) == _SNIFF_BYTES else head
-                start = data.find(b"From ") + 1
-                kind = "mbox" if split and _has_envelope(data, start) else "file"
+                kind, data = "file", head + fh.read()
     except FileNotFoundError:
-        # Mail clients move and delete files in live folders (new/ -> cur/ in a
-        # Maildir) between our listing and the read; that is not worth failing over.
-        skip(source, "disappeared while reading (moved or deleted)")
+        if os.path.lexists(source):
+            skip(source, "broken symbolic link")
+        else:
+            # Mail clients move and delete files in live folders (new/ -> cur/ in a
+            # Maildir) between our listing and the read; not worth failing over.
+            skip(source, "disappeared while reading (moved or deleted)")
         return
     except IsADirectoryError:  # open() refuses a folder before fstat could
         skip(source, "not a regular file")
@@ -601,6 +624,9 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             skip(source, "symbolic link loop")
+            return
+        if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a socket, opened without blocking
+            skip(source, "not a regular file")
             return
         raise _os_error(source, exc) from None
     if kind == "mbox":
@@ -663,15 +689,17 @@ def _is_folder(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _iter_dir(root: str, recursive: bool, skip: SkipHandler) -> Iterator[MailItem]:
-    """A tree of message files, depth first in sorted order; a Maildir or MH folder
-    inside it is read as one, and an mbox file is split into its messages."""
+def _iter_dir(root: str, skip: SkipHandler) -> Iterator[MailItem]:
+    """A tree of message files, depth first in sorted order: every file below it, but
+    the deliveries in progress in a Maildir's tmp/, and an mbox file split into its
+    messages."""
     seen: set[_FolderKey] = set()
     _first_visit(root, seen)
     # A stack of listings, not recursion: a tree a thousand folders deep is no error.
-    listings = [iter(_sorted_entries(root))]
+    listings = [(root, iter(_sorted_entries(root)))]
     while listings:
-        entry = next(listings[-1], None)
+        folder, entries = listings[-1]
+        entry = next(entries, None)
         if entry is None:
             listings.pop()
             continue
@@ -681,13 +709,11 @@ def _iter_dir(root: str, recursive: bool, skip: SkipHandler) -> Iterator[MailIte
         if kind == "file":
             yield from _iter_member(entry.path, skip, mbox_files=True)
         elif kind == "dir":
-            fmt = _dir_format(entry.path)
-            if fmt == "maildir":
-                yield from _iter_maildir(entry.path, recursive, skip, seen)
-            elif fmt == "mh":
-                yield from _iter_mh(entry.path, recursive, skip, seen)
-            elif _first_visit(entry.path, seen):
-                listings.append(iter(_sorted_entries(entry.path)))
+            # (The root's own tmp/ is read: --format dir asks for every file.)
+            if entry.name == "tmp" and folder != root and _is_maildir(folder):
+                continue
+            if _first_visit(entry.path, seen):
+                listings.append((entry.path, iter(_sorted_entries(entry.path))))
 
 
 def _iter_maildir(
@@ -721,7 +747,7 @@ def _iter_maildir(
             folders.extend(reversed(subfolders))
 
 
-def _iter_mbox(path: str, skip: SkipHandler) -> Iterator[MailItem]:
+def _iter_mbox(path: str, skip: SkipHandler, *, after_blank: bool = True) -> Iterator[MailItem]:
     try:
         fh = open(path, "rb")  # noqa: SIM115 - a with block below closes it
     except OSError as exc:
@@ -738,7 +764,7 @@ def _iter_mbox(path: str, skip: SkipHandler) -> Iterator[MailItem]:
             raise MailSourceError(
                 f"{_show(path)} is not an mbox file (it does not start with 'From ')"
             )
-        messages = _mbox_messages(fh)
+        messages = _mbox_messages(fh, after_blank=after_blank)
         number = 0
         while True:
             try:
@@ -756,25 +782,43 @@ def _iter_mbox(path: str, skip: SkipHandler) -> Iterator[MailItem]:
                 skip(source, problem)
 
 
-def _mbox_messages(lines: Iterable[bytes]) -> Iterator[bytes]:
+def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Iterator[bytes]:
     """The messages of an mbox file (its lines), each without its envelope line.
 
-    A message starts at the first "From " line and at each envelope line after it,
-    whether a blank line comes before it or not (writers that concatenate messages
-    leave it out); lines before the first are not in any message.  A blank line (LF
-    only, as mailbox.mbox reads it on POSIX) just before the next message or at the
-    end of the file belongs to the format, not to the message.
+    A message starts at the first "From " line and at each envelope line after it
+    that a header field follows (see _envelope_at) and, with ``after_blank``, that a
+    blank line comes before; lines before the first are not in any message.  A blank
+    line (LF only, as mailbox.mbox reads it on POSIX) just before the next message or
+    at the end of the file belongs to the format, not to the message.
     """
     message: list[bytes] | None = None
+    # A line that may be an envelope line, until the line after it tells.
+    candidate: bytes | None = None
+    blank_before = False
     for line in lines:
-        if line.startswith(b"From ") and (message is None or _is_envelope(line)):
-            if message is not None:
+        if candidate is not None:
+            assert message is not None
+            if _FIELD_LINE.match(line):
                 yield _mbox_message(message)
-            message = []
-            continue
+                message = []
+            else:
+                message.append(candidate)
+            candidate = None
+        if line.startswith(b"From "):
+            if message is None:
+                message = []
+                blank_before = False
+                continue
+            if (blank_before or not after_blank) and _is_envelope(line):
+                candidate = line
+                blank_before = False
+                continue
         if message is not None:
             message.append(line)
+        blank_before = line in (b"\n", b"\r\n")
     if message is not None:
+        if candidate is not None:
+            message.append(candidate)
         yield _mbox_message(message)
 
 

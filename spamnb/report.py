@@ -107,7 +107,7 @@ def info_table(info: dict[str, Any]) -> Table:
         _add_row(
             table,
             "cut-offs",
-            f"ham below {cutoffs['ham']:.4g}, spam from {cutoffs['spam']:.4g} ({how})",
+            f"ham at or below {cutoffs['ham']:.6g}, spam at or above {cutoffs['spam']:.6g} ({how})",
         )
     _add_row(
         table,

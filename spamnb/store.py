@@ -584,11 +584,17 @@ def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
             written.append(table_tmp)
         os.replace(model_tmp, path)
         written.remove(model_tmp)
-        if table_tmp is None:
-            table_file.unlink(missing_ok=True)
-        else:
-            os.replace(table_tmp, table_file)
-            written.remove(table_tmp)
+        try:
+            if table_tmp is None:
+                table_file.unlink(missing_ok=True)
+            else:
+                os.replace(table_tmp, table_file)
+                written.remove(table_tmp)
+        except OSError as exc:
+            raise ModelFileError(
+                f"saved {path}, but not its scoring table: {exc.strerror or exc} (the "
+                "pipe filter reads the whole model until a save writes the table)"
+            ) from None
         _fsync_directory(path.parent)
         return path.stat().st_size
     except OSError as exc:

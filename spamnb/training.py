@@ -255,11 +255,12 @@ def learn_counted(
     # This run's messages, by digest: one met again under another label is the same
     # mail in two folders of different labels, which moving it would hide.
     this_run: set[str] = set()
+    conflicting: set[str] = set()
     batches_learnt = messages_counted = 0
     large = False
     with progress() if progress is not None else nullcontext(None) as on_step:
         for batch, counts in counted:
-            _learn_batch(spam_filter, batch, counts, outcome, sample, this_run)
+            _learn_batch(spam_filter, batch, counts, outcome, sample, this_run, conflicting)
             batches_learnt += 1
             # Counted, not learnt: mail the model knows already is counted all the
             # same (a nightly run over the same folders).
@@ -347,6 +348,7 @@ def _learn_batch(
     outcome: dict[str, Any],
     sample: CalibrationSample,
     this_run: set[str],
+    conflicting: set[str],
 ) -> None:
     batch_messages, batch_labels = batch
     labels = list(batch_labels)
@@ -357,9 +359,10 @@ def _learn_batch(
         if before is None and digest in this_run:
             before = spam_filter.trained.get(digest)
         if before is not None and before != label:
-            outcome["conflicting"] += 1
+            conflicting.add(digest)
         label_now[digest] = label
     this_run.update(label_now)
+    outcome["conflicting"] = len(conflicting)
     by_size, by_tokens = cut_flags(
         [len(data) for data in batch_messages], counts.lengths, spam_filter.settings
     )

@@ -272,9 +272,9 @@ def test_a_model_others_could_write_is_saved_without_their_write_access(tmp_path
 def test_a_mistyped_model_path_is_not_made_into_an_empty_model(model, tmp_path, sample_maildir):
     message = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
     for options in (["--forget", message], ["--spam-cutoff", "0.9"]):
-        typo = tmp_path / "modle.joblib"
+        typo = tmp_path / "typo" / "modle.joblib"
         assert_one_line_error(run("train", "-m", typo, *options), "no model at")
-        assert not typo.exists()
+        assert not typo.parent.exists()  # nor a lock file, nor its folder
     assert_one_line_error(run("train", "--new", "-m", model, "--spam-cutoff", "0.9"), "--spam")
     assert load(model).model.class_counts.sum() > 0
 

@@ -210,8 +210,14 @@ def test_files_of_format_2_without_a_header_still_load(small_model, tmp_path):
     import joblib
 
     legacy = tmp_path / "legacy.joblib"
-    joblib.dump(store.to_payload(load(small_model)), legacy)
+    payload = store.to_payload(load(small_model))
+    payload["format_version"] = 2  # the last format without a header
+    joblib.dump(payload, legacy)
     assert np.array_equal(load(legacy).model.token_counts, load(small_model).model.token_counts)
+    # A later format without its header has lost it: loaded, it would go unchecked.
+    joblib.dump({**payload, "format_version": 3}, legacy)
+    with pytest.raises(ModelFileError, match="without its checksum header"):
+        load(legacy)
 
 
 # ---------------------------------------------------------------------------

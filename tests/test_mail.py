@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import mailbox
 import os
+import socket
 import tarfile
 import threading
 import time
@@ -422,19 +424,45 @@ def test_mbox_without_blank_lines_between_messages(tmp_path: Path) -> None:
         + second
     )
     path = write(tmp_path / "cat.mbox", data)
-    assert detect_format(path) == "mbox"
-    for fmt in (None, "mbox"):
-        assert [item.data for item in collect(path, fmt)] == [first, second]
+    # Named an mbox, it is split at each envelope line (files made by concatenating
+    # messages have no blank line before them); otherwise it reads as one message.
+    assert [item.data for item in collect(path, "mbox")] == [first, second]
+    assert detect_format(path) == "file"
+    assert collect(path) == [MailItem(str(path), data)]
 
 
-def test_maildir_inside_a_plain_folder_is_read_as_a_maildir(tmp_path: Path) -> None:
-    make_maildir(tmp_path / "mail" / "inbox")
+@pytest.mark.parametrize("blank", [b"", b"\n"])
+def test_prose_that_looks_like_an_envelope_line_stays_in_its_message(
+    tmp_path: Path, blank: bytes
+) -> None:
+    # A header field follows every envelope line a mail program writes; prose follows
+    # this one, so the message stays whole, given alone, in a folder or as an mbox.
+    data = ENVELOPED + blank + b"From Bob: Mon Jan 6 meeting moved to 10:30\nthe room\n"
+    path = write(tmp_path / "box" / "msg.eml", data)
+    assert detect_format(path) == "file"
+    assert collect(path) == collect(tmp_path / "box") == [MailItem(str(path), data)]
+    assert collect(path, "mbox") == [MailItem(f"{path}:1", data.split(b"\n", 1)[1])]
+
+
+def test_a_maildirs_deliveries_in_progress_are_left_out_below_a_folder(tmp_path: Path) -> None:
+    inbox = make_maildir(tmp_path / "mail" / "inbox")
+    write(tmp_path / "mail" / "inbox" / "archive" / "1", message("kept by hand"))
     items = collect(tmp_path / "mail")
-    assert len(items) == 3
-    assert not any(
-        item.source.startswith(str(tmp_path / "mail" / "inbox" / "tmp")) for item in items
-    )
-    assert len(collect(tmp_path / "mail", recursive=True)) == 4
+    assert [Path(item.source).relative_to(inbox).as_posix() for item in items] == [
+        "archive/1",
+        "cur/1700000001.M1P1.host:2,S",
+        "cur/1700000003.M3P3.host:2,",
+        "new/1700000002.M2P2.host",
+    ]
+
+
+def test_a_plain_folder_with_folders_in_new_is_no_maildir(tmp_path: Path) -> None:
+    for name in ("9", "10", "a/1", "b/2"):
+        write(tmp_path / "corpus" / "new" / name, message(name))
+    write(tmp_path / "corpus" / "README", b"notes\n")
+    assert detect_format(tmp_path / "corpus") == "dir"
+    names = [Path(item.source).name for item in collect(tmp_path / "corpus")]
+    assert names == ["9", "10", "1", "2"]
 
 
 def test_maildir_missing_an_empty_folder(tmp_path: Path) -> None:
@@ -493,13 +521,18 @@ def test_pipes_and_folders_among_messages_are_skipped(tmp_path: Path, fmt: str) 
     (inner / "4").mkdir()
     (inner / "5").symlink_to(inner / "2")
     (inner / "6").symlink_to("6")
-    skipped, on_skip = skips_recorder()
-    items = collect(root, fmt, on_skip=on_skip)
+    (inner / "7").symlink_to("gone")
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(inner / "8"))
+        skipped, on_skip = skips_recorder()
+        items = collect(root, fmt, on_skip=on_skip)
     assert [Path(item.source).name for item in items] == ["1", "3"]
     reasons = dict(skipped)
     assert reasons[str(inner / "2")] == "not a regular file"
     assert reasons[str(inner / "5")] == "not a regular file"
     assert reasons[str(inner / "6")] == "symbolic link loop"
+    assert reasons[str(inner / "7")] == "broken symbolic link"
+    assert reasons[str(inner / "8")] == "not a regular file"
     if fmt == "maildir":  # elsewhere a folder is a subfolder
         assert reasons[str(inner / "4")] == "not a regular file"
 
@@ -903,8 +936,29 @@ class _Endless(io.RawIOBase):
 
 def test_standard_input_is_read_to_a_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     # An endless stream (< /dev/zero) was read until memory ran out.
-    monkeypatch.setattr(mail, "MAX_STDIN_BYTES", 1000)
+    monkeypatch.setattr(mail, "MAX_STREAM_BYTES", 1000)
     whole = PLAIN + b"x" * (1000 - len(PLAIN))
     assert collect("-", stdin=io.BytesIO(whole)) == [MailItem("-", whole)]
     with pytest.raises(MailSourceError, match="more than 1,000 bytes"):
         collect("-", stdin=io.BufferedReader(_Endless()))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_a_named_pipe_given_as_path_is_read_to_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mail, "MAX_STREAM_BYTES", 1000)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def endless() -> None:
+        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as fh:
+            fh.write(PLAIN + b"y" * 5000)
+
+    writer = threading.Thread(target=endless)
+    writer.start()
+    try:
+        with pytest.raises(MailSourceError, match="more than 1,000 bytes"):
+            collect(fifo)
+    finally:
+        writer.join(timeout=5)
