@@ -270,17 +270,18 @@ def test_a_from_line_in_a_body_stays_in_its_message(tmp_path):
     assert skipped == []
 
 
-def test_an_unquoted_envelope_line_in_a_body_splits_but_loses_nothing_silently(tmp_path):
-    # A quoted reply that starts like an envelope line is one, for every mbox reader:
-    # the message ends there, and the rest, not being mail, is reported as skipped.
+def test_an_unquoted_envelope_line_in_a_body_stays_in_its_message(tmp_path):
+    # A quoted reply that starts like an envelope line: no header field follows it, so
+    # it is no envelope line, and the message keeps it (it had ended there, and the
+    # rest been skipped as not mail).
     second = b"Subject: two\n\nBob wrote:\n\nFrom bob Tue Jan  2 09:15:00 2024 wrote:\n> hi\n"
     path = tmp_path / "box"
     path.write_bytes(mbox(FIRST, second, THIRD))
     skipped = []
     items = list(iter_messages(path, on_skip=lambda *args: skipped.append(args)))
-    assert [item.data for item in items] == [FIRST, b"Subject: two\n\nBob wrote:\n", THIRD]
-    assert [item.source for item in items] == [f"{path}:{n}" for n in (1, 2, 4)]
-    assert skipped == [(f"{path}:3", "does not start with a header or 'From ' line")]
+    assert [item.data for item in items] == [FIRST, second, THIRD]
+    assert [item.source for item in items] == [f"{path}:{n}" for n in (1, 2, 3)]
+    assert skipped == []
 
 
 # ---------------------------------------------------------------------------
