@@ -186,7 +186,8 @@ def reader_options(func: Callable) -> Callable:
     return click.option(
         "--recursive",
         is_flag=True,
-        help="Also read Maildir++ subfolders of a Maildir.",
+        help="Also read the subfolders of a Maildir (its .Name/ Maildir++ folders) or of "
+        "an MH folder given as PATH; a plain folder is always read whole.",
     )(func)
 
 

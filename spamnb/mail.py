@@ -34,9 +34,10 @@ Supported sources and how a PATH is recognised when no format is forced
 ``mbox``
     A regular file whose first line starts with ``From `` *and* which holds a
     second message: a blank line, then an envelope line, i.e. a line ``From SENDER
-    ...`` that also carries, as words of their own, a weekday and after it a month,
-    and an ``hh:mm`` time, as every mbox writer puts the delivery date there, and
-    after which comes a header field. Requiring the date and the header keeps a
+    ...`` that also carries the delivery date as every mbox writer puts it there (a
+    weekday, then month, day and ``hh:mm`` time, see _ENVELOPE_DATE), and after which
+    comes a header field (past any "From " or ">From " lines: a wrapped message's
+    own envelope line). Requiring the date and the header keeps a
     body line such as "From the desk of ...", "From our Monday meeting at 10:30" or
     "From Bob: Mon Jan 6 meeting moved to 10:30" in a single message from turning
     it into an mbox. Messages are split at the same envelope lines (and at the
@@ -98,11 +99,15 @@ _BLANK_THEN_FROM = re.compile(rb"\n\r?\n(?=From )")
 _ENVELOPE_TO_WEEKDAY = re.compile(
     rb"From [^\s]+[ \t][^\r\n]*?(?<![A-Za-z])(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)(?![A-Za-z])"
 )
-_MONTH = re.compile(
-    rb"(?<![A-Za-z])(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)(?![A-Za-z])"
+_MONTHS = rb"(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)"
+# The delivery date from its weekday on, as mbox writers put it: "Tue Mar  4 09:12"
+# (asctime's order: procmail, mutt, Thunderbird, Python's mailbox, Gmail's export) or
+# "Tue, 4 Mar 2025 09:12" (RFC 2822's).  Month, day and time in that order, next to
+# each other, as mutt requires: "From Bob: Mon Jan 6 meeting moved to 10:30" is prose.
+_ENVELOPE_DATE = re.compile(
+    rb"[ \t]*(?:" + _MONTHS + rb"[ \t]+\d{1,2}|,?[ \t]*\d{1,2}[ \t]+" + _MONTHS + rb"[ \t]+\d{4})"
+    rb"[ \t]+\d{1,2}:\d\d"
 )
-_TIME = re.compile(rb"\d\d?:\d\d")
-_LINE_BREAK = re.compile(rb"[\r\n]")
 # Longest line the envelope pattern may need across a chunk boundary, plus slack;
 # real envelope lines are well under 100 bytes.
 _SCAN_OVERLAP = 512
@@ -291,9 +296,12 @@ def _stat(path: str) -> os.stat_result:
 
 
 def _read(path: str) -> bytes:
-    """A message file given as PATH, or a named pipe there, as one message."""
+    """A message file given as PATH, or a named pipe there (read to a bound), as one
+    message."""
     try:
         with open(path, "rb") as fh:
+            if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                return fh.read()
             data = fh.read(MAX_STREAM_BYTES + 1)
     except OSError as exc:
         raise _os_error(path, exc) from None
@@ -401,28 +409,24 @@ def _scan(fh: BinaryIO, head: bytes, keep: bool) -> tuple[str, bytes | None]:
 
 def _is_envelope(data: bytes, pos: int = 0) -> bool:
     """Whether the line at data[pos] is an envelope line: "From ", a sender, a blank,
-    then on the same line a weekday and after it a month and an hh:mm time, each
-    month and day name a word of its own."""
+    then on the same line a weekday, a word of its own, and the date after it (see
+    _ENVELOPE_DATE)."""
     # One pattern for all of it tried every weekday on the line with a search for a
     # time to the line's end after each: quadratic in a long line of weekdays
-    # ("From x MonMonMon...": 18 s for 60 kB).  A month and time after a later weekday
-    # are after the first one too, so only the first is tried.
+    # ("From x MonMonMon...": 18 s for 60 kB).  Only the first weekday is tried.
     weekday = _ENVELOPE_TO_WEEKDAY.match(data, pos)
-    if weekday is None:
-        return False
-    line_end = _LINE_BREAK.search(data, weekday.end())
-    stop = line_end.start() if line_end is not None else len(data)
-    month = _MONTH.search(data, weekday.end(), stop)
-    return month is not None and _TIME.search(data, month.end(), stop) is not None
+    return weekday is not None and _ENVELOPE_DATE.match(data, weekday.end()) is not None
 
 
 def _envelope_at(data: bytes, pos: int) -> bool:
     """Whether the line at data[pos] is an envelope line that starts a message: the
-    line after it is a header field.  Prose such as "From Bob: Mon Jan 6 meeting
-    moved to 10:30" can look like an envelope line; a header field never follows it."""
+    first line after it that is no "From " or ">From " line (a message's own envelope
+    line, kept or quoted by the program that wrapped it) is a header field."""
     if not _is_envelope(data, pos):
         return False
     line_end = data.find(b"\n", pos)
+    while line_end >= 0 and data.startswith((b"From ", b">From "), line_end + 1):
+        line_end = data.find(b"\n", line_end + 1)
     return line_end >= 0 and _FIELD_LINE.match(data, line_end + 1) is not None
 
 
@@ -786,40 +790,48 @@ def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Itera
     """The messages of an mbox file (its lines), each without its envelope line.
 
     A message starts at the first "From " line and at each envelope line after it
-    that a header field follows (see _envelope_at) and, with ``after_blank``, that a
-    blank line comes before; lines before the first are not in any message.  A blank
+    that starts a message (see _envelope_at) and, with ``after_blank``, that a blank
+    line comes before; lines before the first are not in any message.  A blank
     line (LF only, as mailbox.mbox reads it on POSIX) just before the next message or
     at the end of the file belongs to the format, not to the message.
     """
     message: list[bytes] | None = None
-    # A line that may be an envelope line, until the line after it tells.
-    candidate: bytes | None = None
+    # A line that may be an envelope line, with the "From " and ">From " lines after
+    # it, until the next line tells (see _envelope_at).
+    candidate: list[bytes] = []
     blank_before = False
+    # Whether the message has a line past its envelope line and any "From " lines
+    # right after it, which belong with it (a wrapper's envelope line, then the
+    # message's own): only then can another envelope line end it.
+    opened = False
     for line in lines:
-        if candidate is not None:
+        if candidate:
             assert message is not None
+            if line.startswith((b"From ", b">From ")):
+                candidate.append(line)
+                continue
             if _FIELD_LINE.match(line):
                 yield _mbox_message(message)
-                message = []
+                message = candidate[1:]
+                opened = False
             else:
-                message.append(candidate)
-            candidate = None
+                message += candidate
+            candidate = []
+            blank_before = False
         if line.startswith(b"From "):
             if message is None:
                 message = []
                 blank_before = False
                 continue
-            if (blank_before or not after_blank) and _is_envelope(line):
-                candidate = line
-                blank_before = False
+            if opened and (blank_before or not after_blank) and _is_envelope(line):
+                candidate = [line]
                 continue
         if message is not None:
             message.append(line)
+            opened = opened or not line.startswith((b"From ", b">From "))
         blank_before = line in (b"\n", b"\r\n")
     if message is not None:
-        if candidate is not None:
-            message.append(candidate)
-        yield _mbox_message(message)
+        yield _mbox_message(message + candidate)
 
 
 def _mbox_message(lines: list[bytes]) -> bytes:

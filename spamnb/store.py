@@ -22,7 +22,7 @@ import re
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
@@ -591,6 +591,8 @@ def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
                 os.replace(table_tmp, table_file)
                 written.remove(table_tmp)
         except OSError as exc:
+            with suppress(OSError):
+                _fsync_directory(path.parent)  # the model's rename, at least, made durable
             raise ModelFileError(
                 f"saved {path}, but not its scoring table: {exc.strerror or exc} (the "
                 "pipe filter reads the whole model until a save writes the table)"

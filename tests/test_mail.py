@@ -962,3 +962,26 @@ def test_a_named_pipe_given_as_path_is_read_to_a_bound(
             collect(fifo)
     finally:
         writer.join(timeout=5)
+
+
+def test_prose_like_an_envelope_before_a_field_like_line_stays_in_its_message(
+    tmp_path: Path,
+) -> None:
+    # Month, day and time must follow the weekday as mail programs write them: a
+    # header-looking line ("Where:") after such prose split the message at it.
+    data = ENVELOPED + b"\nFrom Bob: Mon Jan 6 meeting moved to 10:30\nWhere: room 4\n"
+    path = write(tmp_path / "ham" / "00042.msg", data)
+    assert collect(tmp_path / "ham") == collect(path) == [MailItem(str(path), data)]
+
+
+def test_messages_wrapped_with_a_second_envelope_line_are_split(tmp_path: Path) -> None:
+    # Each message kept its own envelope line under the one its wrapper wrote, as
+    # echo "From ... $(date)"; cat FILE does: it was all one message.
+    wrapped = [ENVELOPED, ENVELOPED.replace(b"enveloped", b"second")]
+    data = b"".join(
+        b"From someone@example.com Tue Nov 24 20:00:00 2026\n" + m + b"\n" for m in wrapped
+    )
+    path = write(tmp_path / "cat.mbox", data)
+    assert detect_format(path) == "mbox"
+    assert [item.data for item in collect(path)] == wrapped
+    assert [item.data for item in collect(path, "mbox")] == wrapped

@@ -540,9 +540,12 @@ def _looks_like_mail(data: bytes) -> bool:
 
 
 def _starts_a_header(data: bytes) -> bool:
-    """Whether data's first line is a header field's: a name of printable ASCII, blanks
-    and a colon (what follows every envelope line a mail program writes)."""
-    line = data.split(b"\n", 1)[0]
+    """Whether data's first line that is no "From " or ">From " line (an envelope line
+    kept or quoted by a program that wrapped the message) is a header field's: a name
+    of printable ASCII, blanks and a colon, as after every envelope line a mail
+    program writes."""
+    lines = data.split(b"\n")
+    line = next((line for line in lines if not line.startswith((b"From ", b">From "))), b"")
     name = line.split(b":", 1)[0].rstrip(b" \t") if b":" in line else b""
     return bool(name) and all(0x21 <= byte <= 0x7E for byte in name)
 
