@@ -985,3 +985,14 @@ def test_messages_wrapped_with_a_second_envelope_line_are_split(tmp_path: Path) 
     assert detect_format(path) == "mbox"
     assert [item.data for item in collect(path)] == wrapped
     assert [item.data for item in collect(path, "mbox")] == wrapped
+
+
+def test_a_folders_mbox_larger_than_a_scan_chunk_is_split_as_read_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(mail, "_SCAN_CHUNK", 64)  # both files are larger
+    box = make_hand_mbox(tmp_path / "folder" / "box")
+    single = write(tmp_path / "folder" / "single", ENVELOPED + b"more body\n" * 20)
+    items = collect(tmp_path / "folder")
+    assert items == [*collect(box), MailItem(str(single), single.read_bytes())]
+    assert len(items) == 4
