@@ -382,8 +382,11 @@ def _scan_file(path: str, keep: bool) -> tuple[str, bytes | None]:
         raise _os_error(path, exc) from None
 
 
-def _scan(fh: BinaryIO, head: bytes, keep: bool) -> tuple[str, bytes | None]:
-    """:func:`_scan_file` of an open file whose first bytes, ``head``, were read."""
+def _scan(
+    fh: BinaryIO, head: bytes, keep: bool, *, whole: bool = False
+) -> tuple[str, bytes | None]:
+    """:func:`_scan_file` of an open file whose first bytes, ``head``, were read (all of
+    it, if ``whole``)."""
     if not _starts_with_from(head):
         return "file", (head + fh.read()) if keep else None
     # Start searching after the first envelope line's "From", so that it does not
@@ -394,7 +397,7 @@ def _scan(fh: BinaryIO, head: bytes, keep: bool) -> tuple[str, bytes | None]:
     while True:
         if _has_envelope(window, start):
             return "mbox", None
-        more = fh.read(_SCAN_CHUNK)
+        more = b"" if whole else fh.read(_SCAN_CHUNK)
         if not more:
             break
         if keep:
@@ -618,14 +621,14 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
             if problem is not None:
                 skip(source, problem)
                 return
-            if mbox_files and status.st_size > _SCAN_CHUNK:
+            if not mbox_files:
+                kind, data = "file", head + fh.read()
+            elif status.st_size > _SCAN_CHUNK:
                 kind, data = _scan(fh, head, keep=True)  # a large mbox is not read whole
             else:
                 # Read whole, not by _scan's chunks: asking for a chunk of 1 MiB
                 # allocates one, and training spent 0.1 s more system time on it.
-                data = head + fh.read()
-                split = mbox_files and _starts_with_from(head)
-                kind = "mbox" if split and _has_envelope(data, data.find(b"From ") + 1) else "file"
+                kind, data = _scan(fh, head + fh.read(), keep=True, whole=True)
     except FileNotFoundError:
         if os.path.lexists(source):
             skip(source, "broken symbolic link")
@@ -689,12 +692,8 @@ def _entry_kind(entry: os.DirEntry[str], skip: SkipHandler) -> str | None:
             raise _os_error(entry.path, exc) from None
         skip(entry.path, "symbolic link loop")
         return None
-    if not entry.is_symlink():
-        skip(entry.path, "not a regular file")
-    elif os.path.lexists(entry.path) and not os.path.exists(entry.path):
-        skip(entry.path, "broken symbolic link")
-    else:
-        skip(entry.path, "not a regular file")
+    broken = entry.is_symlink() and not os.path.exists(entry.path)
+    skip(entry.path, "broken symbolic link" if broken else "not a regular file")
     return None
 
 
