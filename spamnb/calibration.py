@@ -66,6 +66,14 @@ class Calibration:
         with np.errstate(over="ignore"):
             return 1.0 / (1.0 + np.exp(-z))
 
+    def verdicts(self, scores: np.ndarray) -> list[str]:
+        """The pipe filter's verdict for each calibrated score: "spam" at or above the
+        spam cut-off, else "ham" at or below the ham cut-off, else "unsure"."""
+        return [
+            "spam" if s >= self.spam_cutoff else "ham" if s <= self.ham_cutoff else "unsure"
+            for s in np.asarray(scores, dtype=np.float64).tolist()
+        ]
+
     def to_dict(self) -> dict[str, float]:
         return {
             "slope": self.slope,

@@ -1184,6 +1184,7 @@ def print_verdicts(
     if log_odds is not None:
         score_logit = spam_filter.calibration.decision(log_odds, lengths)
         spam_score = spam_filter.calibration.score(log_odds, lengths)
+        verdicts = spam_filter.calibration.verdicts(spam_score)
     positive = spam_filter.positive_class()
     classes = spam_filter.classes
     for row, item in enumerate(items):
@@ -1201,6 +1202,7 @@ def print_verdicts(
                 "log_odds": float(log_odds[row]) if log_odds is not None else None,
                 "spam_score": float(spam_score[row]) if log_odds is not None else None,
                 "spam_score_logit": float(score_logit[row]) if log_odds is not None else None,
+                "verdict": verdicts[row] if log_odds is not None else None,
             }
             if explanations is not None:
                 record["explanation"] = explanations[row]

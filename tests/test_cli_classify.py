@@ -53,6 +53,36 @@ def test_json_lines(model, sample_maildir):
     assert any(r["message_id"] for r in records)
 
 
+def test_json_verdicts_are_the_pipe_filters(tmp_path, sample_maildir):
+    # Cut-offs set by hand put a message without evidence (score near the intercept's)
+    # in the unsure band, so all three verdicts occur.
+    model = tmp_path / "model.joblib"
+    trained = run(
+        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    assert trained.exit_code == 0, trained.output
+    messages = sorted((sample_maildir / "spam" / "cur").iterdir())[:3]
+    messages += sorted((sample_maildir / "ham" / "cur").iterdir())[:3]
+    unknown = tmp_path / "unknown.eml"
+    unknown.write_bytes(b"X-Nothing: zq\n\nzqzq\n")
+    messages.append(unknown)
+    record = json.loads(run("classify", "-m", model, "--json", unknown).stdout)
+    score = record["spam_score"]
+    assert 0.0 < score < 1.0
+    band = ("--ham-cutoff", str(score / 2), "--spam-cutoff", str((1 + score) / 2))
+    assert run("train", "-m", model, *band).exit_code == 0
+    piped = []
+    for message in messages:
+        result = run("classify", "--pipe", "-m", model, input=message.read_bytes())
+        piped.append({0: "spam", 1: "ham", 2: "unsure"}[result.exit_code])
+    assert set(piped) == {"spam", "ham", "unsure"}
+    # Through the scoring table, and through the model (which --explain loads).
+    for extra in ((), ("--explain",)):
+        result = run("classify", "-m", model, "--json", *extra, *messages)
+        assert result.exit_code == 0, result.output
+        assert [json.loads(line)["verdict"] for line in result.stdout.splitlines()] == piped
+
+
 def test_stdin_message_is_named_by_its_message_id(model):
     message = (
         b"Message-ID: <abc123@example.org>\nSubject: project meeting\n\n"
