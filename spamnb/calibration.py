@@ -128,7 +128,7 @@ def fit_platt(
 def choose_cutoffs(
     scores: np.ndarray,
     is_spam: np.ndarray,
-    max_false_positive_rate: float = 0.005,
+    max_false_positive_rate: float = 0.002,
     max_false_negative_rate: float = 0.01,
 ) -> tuple[float, float]:
     """The unsure band (ham_cutoff, spam_cutoff) from held-out calibrated scores.
@@ -137,6 +137,15 @@ def choose_cutoffs(
     of the ham would be called spam; the ham cut-off the highest at which at most
     ``max_false_negative_rate`` of the spam would be called ham.  Losing good mail is
     the costly mistake, hence the tighter bound on that side.
+
+    The spam side's 0.2% was chosen on the training parts of both corpora: each split
+    70/30 by six seeds, the cut-off chosen on the 70% as training chooses it and
+    counted on the 30%.  Against 0.5%, ham filed as spam fell from 0.52% to 0.13%
+    (SpamAssassin) and from 0.49% to 0.27% (Enron1), and spam left outside the junk
+    folder rose from 1.1% to 3.9% and from 5.4% to 11.7%.  With a ham in the junk
+    folder costing nine spam in the inbox (Androutsopoulos et al. 2000's middle
+    setting), 0.2% cost least of 0.1%, 0.2%, 0.3% and 0.5% over both corpora
+    (docs/accuracy.md, "The spam cut-off").
 
     The spam cut-off is then kept within [0.5, 0.99] and the ham cut-off within
     [0.001, 0.5]: a score of 0.99 or more is always Spam, even where more than the

@@ -1773,7 +1773,7 @@ def filter_pipe(
 TUNE_EVENT_MODELS = "multinomial,boolean,bernoulli"
 TUNE_ALPHAS = "1,0.1,0.01,0.001"
 TUNE_MAX_FEATURES = "0,50000"
-TUNE_FP_RATES = "0,0.001,0.005,0.01"
+TUNE_FP_RATES = "0,0.001,0.002,0.005,0.01"
 
 
 def comma_list(convert: Callable[[str], Any]) -> Callable[..., tuple[Any, ...]]:

@@ -53,7 +53,7 @@ DEFAULT_ALPHAS = (1.0, 0.1, 0.01, 0.001)
 # 0 is every token.  One cut besides: each extra size costs a full pass of the grid,
 # and ranking 10^5+ tokens by information gain is the slowest part of a re-score.
 DEFAULT_MAX_FEATURES = (0, 50_000)
-DEFAULT_FP_RATES = (0.0, 0.001, 0.005, 0.01)
+DEFAULT_FP_RATES = (0.0, 0.001, 0.002, 0.005, 0.01)
 
 # Cut-offs are placed on this decimal grid, so that the number printed is exactly the
 # cut-off measured (a cut-off rounded down for display would let through the very ham

@@ -49,6 +49,17 @@ def test_cutoffs_bound_the_error_rates():
     assert (spam <= ham_cutoff).sum() <= 10  # 1% of 1,000 spam
 
 
+def test_the_default_cutoffs_let_through_at_most_two_in_a_thousand_ham():
+    rng = np.random.default_rng(6)
+    ham = rng.beta(1, 8, size=2000)
+    spam = rng.beta(8, 1, size=1000)
+    scores = np.concatenate([ham, spam])
+    is_spam = np.concatenate([np.zeros(2000, bool), np.ones(1000, bool)])
+    ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam)
+    assert (ham >= spam_cutoff).sum() == 4  # 0.2% of 2,000 ham: the lowest such cut
+    assert (spam <= ham_cutoff).sum() <= 10  # 1% of 1,000 spam
+
+
 def test_verdicts_match_the_calibrated_score():
     calibration = Calibration(slope=0.05, intercept=0.1, ham_cutoff=0.2, spam_cutoff=0.9)
     verdicts = []
