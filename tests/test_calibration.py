@@ -37,12 +37,19 @@ def test_platt_needs_both_classes():
         fit_platt(np.array([1.0, 2.0]), np.array([True, True]))
 
 
-def test_cutoffs_bound_the_error_rates():
-    rng = np.random.default_rng(5)
+def held_out_scores(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """2,000 ham and 1,000 spam scores, mostly at their own ends; then all scores and
+    which are spam."""
+    rng = np.random.default_rng(seed)
     ham = rng.beta(1, 8, size=2000)
     spam = rng.beta(8, 1, size=1000)
     scores = np.concatenate([ham, spam])
     is_spam = np.concatenate([np.zeros(2000, bool), np.ones(1000, bool)])
+    return ham, spam, scores, is_spam
+
+
+def test_cutoffs_bound_the_error_rates():
+    ham, spam, scores, is_spam = held_out_scores(5)
     ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam, 0.005, 0.01)
     assert ham_cutoff < spam_cutoff
     assert (ham >= spam_cutoff).sum() <= 10  # 0.5% of 2,000 ham
@@ -50,11 +57,7 @@ def test_cutoffs_bound_the_error_rates():
 
 
 def test_the_default_cutoffs_let_through_at_most_two_in_a_thousand_ham():
-    rng = np.random.default_rng(6)
-    ham = rng.beta(1, 8, size=2000)
-    spam = rng.beta(8, 1, size=1000)
-    scores = np.concatenate([ham, spam])
-    is_spam = np.concatenate([np.zeros(2000, bool), np.ones(1000, bool)])
+    ham, spam, scores, is_spam = held_out_scores(6)
     ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam)
     assert (ham >= spam_cutoff).sum() == 4  # 0.2% of 2,000 ham: the lowest such cut
     assert (spam <= ham_cutoff).sum() <= 10  # 1% of 1,000 spam
