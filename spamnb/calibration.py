@@ -20,6 +20,7 @@ unchanged: only the ranking and the calibrated score move.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,13 +67,19 @@ class Calibration:
         with np.errstate(over="ignore"):
             return 1.0 / (1.0 + np.exp(-z))
 
-    def verdicts(self, scores: np.ndarray) -> list[str]:
+    def verdicts(self, scores: np.ndarray) -> list[str | None]:
         """The pipe filter's verdict for each calibrated score: "spam" at or above the
-        spam cut-off, else "ham" at or below the ham cut-off, else "unsure"."""
-        return [
-            "spam" if s >= self.spam_cutoff else "ham" if s <= self.ham_cutoff else "unsure"
-            for s in np.asarray(scores, dtype=np.float64).tolist()
-        ]
+        spam cut-off, else "ham" at or below the ham cut-off, else "unsure"; None for
+        no score (NaN), where the filter passes the message on with no verdict."""
+
+        def verdict(score: float) -> str | None:
+            if math.isnan(score):
+                return None
+            if score >= self.spam_cutoff:
+                return "spam"
+            return "ham" if score <= self.ham_cutoff else "unsure"
+
+        return [verdict(score) for score in np.asarray(scores, dtype=np.float64).tolist()]
 
     def to_dict(self) -> dict[str, float]:
         return {

@@ -63,6 +63,14 @@ def test_the_default_cutoffs_let_through_at_most_two_in_a_thousand_ham():
     assert (spam <= ham_cutoff).sum() <= 10  # 1% of 1,000 spam
 
 
+def test_batch_verdicts_meet_the_cutoffs_as_the_pipe_does():
+    # At or above the spam cut-off is spam, at or below the ham cut-off ham (pipe.py's
+    # verdict_and_score); no score is no verdict, where the pipe passes mail unmarked.
+    calibration = Calibration(ham_cutoff=0.2, spam_cutoff=0.9)
+    scores = np.array([0.9, 0.8999, 0.2, 0.2001, 1.0, 0.0, np.nan])
+    assert calibration.verdicts(scores) == ["spam", "unsure", "ham", "unsure", "spam", "ham", None]
+
+
 def test_verdicts_match_the_calibrated_score():
     calibration = Calibration(slope=0.05, intercept=0.1, ham_cutoff=0.2, spam_cutoff=0.9)
     verdicts = []
