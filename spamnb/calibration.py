@@ -137,13 +137,22 @@ def choose_cutoffs(
     is_spam: np.ndarray,
     max_false_positive_rate: float = 0.002,
     max_false_negative_rate: float = 0.01,
+    max_unsure_ham_rate: float = 0.05,
 ) -> tuple[float, float]:
     """The unsure band (ham_cutoff, spam_cutoff) from held-out calibrated scores.
 
     The spam cut-off is the lowest score at which at most ``max_false_positive_rate``
     of the ham would be called spam; the ham cut-off the highest at which at most
-    ``max_false_negative_rate`` of the spam would be called ham.  Losing good mail is
-    the costly mistake, hence the tighter bound on that side.
+    ``max_false_negative_rate`` of the spam would be called ham, or higher if that
+    would leave more than ``max_unsure_ham_rate`` of the ham above it.  Losing good
+    mail is the costly mistake, hence the tighter bound on that side.
+
+    The band is for the few messages the model cannot tell.  Where a share of the spam
+    reads exactly like ham, the spam bound alone drops the ham cut-off below most ham:
+    on the SMS Spam Collection's 70/30 splits its 1% of the held-out spam scored under
+    0.004, and 19% to 42% of the test messages were unsure, nearly all ham.  Both
+    verdicts leave mail in the inbox (README's recipes move only Spam), so the second
+    bound gives up telling those few spam apart rather than the flag's meaning.
 
     The spam side's 0.2% was chosen on the training parts of both corpora: each split
     70/30 by six seeds, the cut-off chosen on the 70% as training chooses it and
@@ -169,6 +178,9 @@ def choose_cutoffs(
     spam_cutoff = float(np.nextafter(ham[-(allowed_fp + 1)], np.inf))
     allowed_fn = int(np.floor(max_false_negative_rate * len(spam)))
     ham_cutoff = float(np.nextafter(spam[allowed_fn], -np.inf))
+    allowed_unsure = min(int(np.floor(max_unsure_ham_rate * len(ham))), len(ham) - 1)
+    # Above the (allowed_unsure + 1)-th highest ham score only allowed_unsure hams remain.
+    ham_cutoff = max(ham_cutoff, float(ham[-(allowed_unsure + 1)]))
     spam_cutoff = min(max(spam_cutoff, 0.5), 0.99)
     ham_cutoff = min(max(ham_cutoff, 0.001), 0.5)
     return ham_cutoff, spam_cutoff

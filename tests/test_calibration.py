@@ -63,6 +63,19 @@ def test_the_default_cutoffs_let_through_at_most_two_in_a_thousand_ham():
     assert (spam <= ham_cutoff).sum() <= 10  # 1% of 1,000 spam
 
 
+def test_spam_that_reads_like_ham_does_not_make_most_ham_unsure():
+    # 3% of the spam scores among the ham, as short texts' spam does: the spam bound
+    # alone would put the ham cut-off under most ham.
+    ham, spam, scores, is_spam = held_out_scores(7)
+    spam[:30] = ham[:30] / 10
+    scores = np.concatenate([ham, spam])
+    ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam)
+    unsure_ham = ((ham > ham_cutoff) & (ham < spam_cutoff)).sum()
+    assert unsure_ham <= 100  # 5% of 2,000 ham
+    assert (ham > ham_cutoff).sum() == 100
+    assert (spam <= ham_cutoff).sum() > 10  # the spam bound gave way
+
+
 def test_batch_verdicts_meet_the_cutoffs_as_the_pipe_does():
     # At or above the spam cut-off is spam, at or below the ham cut-off ham (pipe.py's
     # verdict_and_score); no score is no verdict, where the pipe passes mail unmarked.
