@@ -76,6 +76,16 @@ def test_spam_that_reads_like_ham_does_not_make_most_ham_unsure():
     assert (spam <= ham_cutoff).sum() > 10  # the spam bound gave way
 
 
+def test_a_few_held_out_ham_keep_the_spam_bound():
+    # 8 of each: 5% of the ham is no message, and the highest ham would set the cut-off.
+    ham = np.array([0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.2, 0.45])
+    spam = np.array([0.3, 0.6, 0.8, 0.9, 0.95, 0.97, 0.99, 0.999])
+    scores = np.concatenate([ham, spam])
+    is_spam = np.concatenate([np.zeros(8, bool), np.ones(8, bool)])
+    ham_cutoff, _ = choose_cutoffs(scores, is_spam)
+    assert ham_cutoff < 0.3  # below the lowest spam: at most 1% of it called ham
+
+
 def test_batch_verdicts_meet_the_cutoffs_as_the_pipe_does():
     # At or above the spam cut-off is spam, at or below the ham cut-off ham (pipe.py's
     # verdict_and_score); no score is no verdict, where the pipe passes mail unmarked.
