@@ -151,8 +151,8 @@ def choose_cutoffs(
     of the ham would be called spam; the ham cut-off the highest at which at most
     ``max_false_negative_rate`` of the spam would be called ham, or higher if that
     would leave more than ``max_unsure_ham_rate`` of the ham above it (from 100
-    held-out ham at 5%).  Losing good
-    mail is the costly mistake, hence the tighter bound on that side.
+    held-out ham at 5%).  Losing good mail is the costly mistake, hence the tighter
+    bound on that side.
 
     The band is for the few messages the model cannot tell.  Where a share of the spam
     reads exactly like ham, the spam bound alone drops the ham cut-off below most ham:
