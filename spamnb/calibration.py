@@ -68,18 +68,16 @@ class Calibration:
             return 1.0 / (1.0 + np.exp(-z))
 
     def verdicts(self, scores: np.ndarray) -> list[str | None]:
-        """The pipe filter's verdict for each calibrated score: "spam" at or above the
-        spam cut-off, else "ham" at or below the ham cut-off, else "unsure"; None for
+        """The pipe filter's verdict for each calibrated score, in lower case; None for
         no score (NaN), where the filter passes the message on with no verdict."""
+        from .pipe import verdict_of
 
-        def verdict(score: float) -> str | None:
-            if math.isnan(score):
-                return None
-            if score >= self.spam_cutoff:
-                return "spam"
-            return "ham" if score <= self.ham_cutoff else "unsure"
-
-        return [verdict(score) for score in np.asarray(scores, dtype=np.float64).tolist()]
+        return [
+            None
+            if math.isnan(score)
+            else verdict_of(score, self.ham_cutoff, self.spam_cutoff).lower()
+            for score in np.asarray(scores, dtype=np.float64).tolist()
+        ]
 
     def to_dict(self) -> dict[str, float]:
         return {

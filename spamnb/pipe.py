@@ -31,6 +31,7 @@ __all__ = [
     "is_field_name",
     "rename_existing",
     "verdict_header",
+    "verdict_of",
 ]
 
 # bogofilter's exit codes, which procmail and maildrop users already know.
@@ -200,11 +201,15 @@ def verdict_and_score(
     evidence = log_odds / max(length, 1.0) ** exponent if exponent else log_odds
     z = calibration["slope"] * evidence + calibration["intercept"]
     score = 1.0 / (1.0 + math.exp(-z)) if z > -700 else 0.0
-    if score >= calibration["spam_cutoff"]:
-        return "Spam", score
-    if score <= calibration["ham_cutoff"]:
-        return "Ham", score
-    return "Unsure", score
+    return verdict_of(score, calibration["ham_cutoff"], calibration["spam_cutoff"]), score
+
+
+def verdict_of(score: float, ham_cutoff: float, spam_cutoff: float) -> str:
+    """Spam at or above the spam cut-off, else Ham at or below the ham cut-off, else
+    Unsure: the filter's rule, which ``classify --json`` also gives."""
+    if score >= spam_cutoff:
+        return "Spam"
+    return "Ham" if score <= ham_cutoff else "Unsure"
 
 
 def verdict_header(verdict: str, score: float, version: str, cut: str = "") -> str:
