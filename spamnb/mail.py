@@ -90,9 +90,9 @@ _SNIFF_BYTES = 4096
 # recognised after the first message without reading the rest.
 _SCAN_CHUNK = 1 << 20
 
-_FIRST_LINE = re.compile(rb"From |[!-9;-~]+[ \t]*:")
 # A header field's first line: what follows every envelope line mail programs write.
 _FIELD_LINE = re.compile(rb"[!-9;-~]+[ \t]*:")
+_FIRST_LINE = re.compile(rb"From |" + _FIELD_LINE.pattern)
 # Whole words: "From our Monday meeting at 10:30" in a body is no envelope line.
 _ENVELOPE_TO_WEEKDAY = re.compile(
     rb"From [^\s]+[ \t][^\r\n]*?(?<![A-Za-z])(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)(?![A-Za-z])"
