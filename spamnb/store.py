@@ -575,10 +575,11 @@ def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
             )
             written.append(model_tmp)
             table = worked_out()
+        model_stat = os.stat(model_tmp)  # the model's, once renamed
         table_tmp = None
         if table is not None:
             header, arrays = table
-            header = {**header, "model": model_identity(os.stat(model_tmp))}
+            header = {**header, "model": model_identity(model_stat)}
             pieces = (table_prefix(header, arrays), *(array.data for array in arrays))
             table_tmp = _write_temporary(table_file, lambda stream: stream.writelines(pieces), mode)
             written.append(table_tmp)
@@ -598,7 +599,7 @@ def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
                 "pipe filter reads the whole model until a save writes the table)"
             ) from None
         _fsync_directory(path.parent)
-        return path.stat().st_size
+        return model_stat.st_size
     except OSError as exc:
         raise ModelFileError(f"cannot write model {path}: {exc.strerror or exc}") from None
     finally:
