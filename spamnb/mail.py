@@ -68,6 +68,7 @@ printable ASCII), and NUL bytes make up no more than 1% of its first 4 KB.
 from __future__ import annotations
 
 import errno
+import io
 import os
 import re
 import stat
@@ -628,7 +629,8 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
             else:
                 # Read whole, not by _scan's chunks: asking for a chunk of 1 MiB
                 # allocates one, and training spent 0.1 s more system time on it.
-                kind, data = _scan(fh, head + fh.read(), keep=True, whole=True)
+                data = head + fh.read()
+                kind = _scan(fh, data, keep=False, whole=True)[0]
     except FileNotFoundError:
         if os.path.lexists(source):
             skip(source, "broken symbolic link")
@@ -648,12 +650,15 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
             skip(source, "not a regular file")
             return
         raise _os_error(source, exc) from None
-    if kind == "mbox":
+    if kind == "mbox" and data is None:
         # Read again, a message at a time: an mbox can be larger than memory.
         yield from _iter_mbox(source, skip)
-        return
-    assert data is not None
-    yield MailItem(source, data)
+    elif kind == "mbox":
+        # A small one was read whole to be told from a message: split from memory.
+        yield from _mbox_items(source, io.BytesIO(data), skip)
+    else:
+        assert data is not None
+        yield MailItem(source, data)
 
 
 def _first_visit(path: str, seen: set[_FolderKey]) -> bool:
@@ -779,22 +784,30 @@ def _iter_mbox(path: str, skip: SkipHandler, *, after_blank: bool = True) -> Ite
             raise MailSourceError(
                 f"{_show(path)} is not an mbox file (it does not start with 'From ')"
             )
-        messages = _mbox_messages(fh, after_blank=after_blank)
-        number = 0
-        while True:
-            try:
-                data = next(messages, None)
-            except OSError as exc:
-                raise _os_error(path, exc) from None
-            if data is None:
-                return
-            number += 1
-            source = f"{path}:{number}"
-            problem = _mail_problem(data)
-            if problem is None:
-                yield MailItem(source, data)
-            else:
-                skip(source, problem)
+        yield from _mbox_items(path, fh, skip, after_blank=after_blank)
+
+
+def _mbox_items(
+    path: str, lines: Iterable[bytes], skip: SkipHandler, *, after_blank: bool = True
+) -> Iterator[MailItem]:
+    """The messages of the mbox file at ``path``, whose ``lines`` these are, each named
+    PATH:N; those that are not mail told to ``skip``."""
+    messages = _mbox_messages(lines, after_blank=after_blank)
+    number = 0
+    while True:
+        try:
+            data = next(messages, None)
+        except OSError as exc:
+            raise _os_error(path, exc) from None
+        if data is None:
+            return
+        number += 1
+        source = f"{path}:{number}"
+        problem = _mail_problem(data)
+        if problem is None:
+            yield MailItem(source, data)
+        else:
+            skip(source, problem)
 
 
 def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Iterator[bytes]:
