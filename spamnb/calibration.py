@@ -103,6 +103,13 @@ def fit_platt(
     The targets are Platt's smoothed ones, (n+ + 1)/(n+ + 2) and 1/(n- + 2), rather
     than 1 and 0: with separable data the exact targets drive the slope to infinity,
     which is the overconfidence this map exists to remove.
+
+    The log loss is convex, but plain Newton steps from a poor start can overshoot
+    without end: from slope 1 on log-odds scaled and not centred, held-out scores
+    whose mean was about three standard deviations from 0 went to a slope of 10^10
+    and a 0/1 map.  So, as Lin, Lin and Weng (2007) advise for Platt's method, the
+    inputs are centred as well as scaled, the fit starts from the flat map at the
+    smoothed base rate, and each step is halved until it lowers the loss.
     """
     s = np.asarray(log_odds, dtype=np.float64)
     y = np.asarray(is_spam, dtype=bool)
@@ -112,22 +119,40 @@ def fit_platt(
     if n_pos == 0 or n_neg == 0:
         raise ValueError("calibration needs held-out messages of both classes")
     target = np.where(y, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
-    # Scale the log-odds for a well-conditioned start; undone at the end.
-    scale = max(float(np.std(s)), 1e-9)
-    x = s / scale
-    a, b = 1.0, 0.0
+    centre = float(np.mean(s))
+    scale = float(np.std(s))
+    if not scale > 1e-12 * max(1.0, abs(centre)):
+        scale = 1.0  # all scores alike: nothing to fit the slope on, and it stays 0
+    x = (s - centre) / scale
+
+    def loss(a: float, b: float) -> float:
+        z = a * x + b
+        # -t log p - (1 - t) log(1 - p) with p = sigmoid(z), without overflow.
+        return float(np.sum(np.logaddexp(0.0, z) - target * z))
+
+    a, b = 0.0, math.log((n_pos + 1) / (n_neg + 1))
+    current = loss(a, b)
     for _ in range(iterations):
         z = a * x + b
-        p = 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+        p = 0.5 * (1.0 + np.tanh(0.5 * z))  # sigmoid(z), without overflow
         w = np.maximum(p * (1 - p), 1e-12)
         grad = np.array([np.dot(p - target, x), np.sum(p - target)])
         hess = np.array([[np.dot(w, x * x), np.dot(w, x)], [np.dot(w, x), w.sum()]])
         hess += np.eye(2) * 1e-9
         step = np.linalg.solve(hess, grad)
-        a, b = a - step[0], b - step[1]
         if np.abs(step).max() < 1e-10:
             break
-    return float(a / scale), float(b)
+        descent = float(np.dot(grad, step))
+        t = 1.0
+        while t > 1e-10:
+            tried = loss(a - t * step[0], b - t * step[1])
+            if tried <= current - 1e-4 * t * descent:
+                break
+            t /= 2
+        else:
+            break  # no step lowers the loss: at the minimum, to rounding
+        a, b, current = a - t * step[0], b - t * step[1], tried
+    return float(a / scale), float(b - a * centre / scale)
 
 
 # The unsure share of the ham is bounded only where it means several messages: from

@@ -32,6 +32,49 @@ def test_platt_stays_finite_on_separable_data():
     assert score.max() < 0.9 and score.min() > 0.1
 
 
+def platt_loss(log_odds: np.ndarray, is_spam: np.ndarray, slope: float, intercept: float) -> float:
+    n_pos, n_neg = int(is_spam.sum()), int((~is_spam).sum())
+    target = np.where(is_spam, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
+    z = slope * log_odds + intercept
+    return float(np.sum(np.logaddexp(0.0, z) - target * z))
+
+
+@pytest.mark.parametrize("shift", [-40.0, -4.0, 0.0, 4.0, 40.0, 400.0])
+def test_platt_fit_does_not_depend_on_where_the_scores_sit(shift: float) -> None:
+    # Overlapping classes whose scores sit far from 0 relative to their spread made
+    # plain Newton steps from slope 1 overshoot to a slope of 1e10 (a 0/1 map).
+    log_odds = np.array([0.0, 1, 2, 1, 2, 3]) + shift
+    is_spam = np.array([False, False, False, True, True, True])
+    slope, intercept = fit_platt(log_odds, is_spam)
+    assert slope == pytest.approx(0.70402, abs=1e-4)
+    assert slope * shift + intercept == pytest.approx(-1.05603, abs=1e-4)
+    # And it is the minimum: no nearby map has a lower loss.
+    best = platt_loss(log_odds, is_spam, slope, intercept)
+    for da, db in [(1e-3, 0), (-1e-3, 0), (0, 1e-3), (0, -1e-3)]:
+        assert platt_loss(log_odds, is_spam, slope + da, intercept + db - da * shift) > best
+
+
+def test_platt_on_imbalanced_overlapping_scores_is_the_minimum():
+    rng = np.random.default_rng(5)
+    log_odds = np.r_[rng.normal(-9, 1.5, 3000), rng.normal(-6, 2, 40)]
+    is_spam = np.r_[np.zeros(3000, bool), np.ones(40, bool)]
+    slope, intercept = fit_platt(log_odds, is_spam)
+    best = platt_loss(log_odds, is_spam, slope, intercept)
+    for da, db in [(1e-3, 0), (-1e-3, 0), (0, 1e-2), (0, -1e-2)]:
+        assert platt_loss(log_odds, is_spam, slope + da, intercept + db) > best
+    score = Calibration(slope, intercept).score(log_odds)
+    # At the minimum the scores add up to the smoothed targets (40 at 41/42, 3,000
+    # at 1/3,002): the intercept's first-order condition.
+    assert score.sum() == pytest.approx(40 * 41 / 42 + 3000 / 3002, rel=1e-6)
+
+
+def test_platt_on_scores_all_alike_gives_the_base_rate():
+    slope, intercept = fit_platt(np.full(5, 2.0), np.array([False, False, False, True, True]))
+    assert slope == 0.0
+    # The mean of the smoothed targets: two spam at 3/4, three ham at 1/5.
+    assert 1 / (1 + np.exp(-intercept)) == pytest.approx((2 * 3 / 4 + 3 / 5) / 5)
+
+
 def test_platt_needs_both_classes():
     with pytest.raises(ValueError, match="both classes"):
         fit_platt(np.array([1.0, 2.0]), np.array([True, True]))
