@@ -119,8 +119,13 @@ class NaiveBayes:
             # A message forgotten after a tokenizer change may take back tokens it never
             # added; counts stay counts.
             np.maximum(self.token_counts, 0, out=self.token_counts)
-            np.maximum(self.doc_counts, 0, out=self.doc_counts)
             np.maximum(self.class_counts, 0, out=self.class_counts)
+            # And a token is in no more of a class's messages than the class has, nor
+            # than its occurrences: a Bernoulli probability above 1 made every score
+            # NaN.
+            np.minimum(self.doc_counts, self.class_counts[:, None], out=self.doc_counts)
+            np.minimum(self.doc_counts, self.token_counts, out=self.doc_counts)
+            np.maximum(self.doc_counts, 0, out=self.doc_counts)
 
     def fit(self, X: sp.spmatrix, labels: Sequence[str]) -> NaiveBayes:
         """Forget all counts, then count ``X``."""

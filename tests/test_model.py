@@ -179,6 +179,25 @@ def test_removing_counts_undoes_adding():
     assert np.array_equal(model.class_counts, before[1])
 
 
+@pytest.mark.parametrize("event_model", EVENT_MODELS)
+def test_taking_back_tokens_never_added_keeps_the_counts_consistent(event_model: str) -> None:
+    # A message forgotten after a tokenizer change can take back tokens it never put
+    # in: here the spam row loses its only message but not all of its tokens.
+    vocabulary = Vocabulary()
+    X = count_matrix([["cheap", "offer"], ["offer", "meeting"]], vocabulary, grow=True)
+    model = NaiveBayes(event_model=event_model).fit(X, ["spam", "ham"])
+    model.add_counts(X[1], ["spam"], sign=-1)
+    assert dict(zip(model.classes, model.class_counts.tolist(), strict=True)) == {
+        "spam": 0,
+        "ham": 1,
+    }
+    assert (model.doc_counts <= model.class_counts[:, None]).all()
+    assert (model.doc_counts <= model.token_counts).all()
+    assert (model.doc_counts >= 0).all()
+    log_likelihood = model.joint_log_likelihood(count_matrix([["offer"]], vocabulary, grow=False))
+    assert not np.isnan(log_likelihood).any()
+
+
 def test_three_classes():
     vocabulary = Vocabulary()
     docs = [["viagra", "cheap"], ["meeting", "agenda"], ["newsletter", "unsubscribe"]] * 3
