@@ -1407,8 +1407,18 @@ def evaluate(
             }
         report["protocol"].update(scoring_settings(trained))
         if learning_curve or (report_path is not None and spam_filter is None):
+            curve_lists, curve_labels = token_lists, labels
+            if online:
+                # The online run meets copies as mail arrives; the curve is a split,
+                # where a message must not be tested on a model trained on its copy.
+                from .evaluation import first_copies
+                from .mail import message_digest
+
+                kept, _ = first_copies([message_digest(item.data) for item in items], labels)
+                curve_lists = [token_lists[i] for i in kept]
+                curve_labels = [labels[i] for i in kept]
             report["learning_curve"] = learning_curve_rows(
-                token_lists, labels, trained, test_size, seed
+                curve_lists, curve_labels, trained, test_size, seed
             )
     except ValueError as exc:
         raise fail(f"cannot evaluate: {exc}") from None

@@ -185,6 +185,23 @@ def test_learning_curve_rows(sample_maildir):
         assert 0 <= row["accuracy"] <= 1
 
 
+def test_learning_curve_of_an_online_run_leaves_copies_out(tmp_path, sample_maildir):
+    # The online run keeps copies (mail arrives twice); its learning curve is a 70/30
+    # split, where a copy would be tested on a model trained on its twin.
+    import shutil
+
+    spam = tmp_path / "spam"
+    shutil.copytree(sample_maildir / "spam" / "cur", spam)
+    ham = tmp_path / "ham"
+    shutil.copytree(sample_maildir / "ham" / "cur", ham)
+    plain = run_json("evaluate", "--spam", spam, "--ham", ham, "--online", "--learning-curve")
+    for i, original in enumerate(sorted(ham.iterdir())[:8]):
+        shutil.copy(original, ham / f"copy{i}")
+    doubled = run_json("evaluate", "--spam", spam, "--ham", ham, "--online", "--learning-curve")
+    assert doubled["n"] == plain["n"] + 8
+    assert doubled["learning_curve"] == plain["learning_curve"]
+
+
 def test_human_report_fits_80_columns_without_colour(sample_maildir):
     from click.testing import CliRunner
 
