@@ -465,12 +465,16 @@ class SpamFilter:
         if mistake_copies is None:
             mistake_copies = np.zeros(len(labels), dtype=np.int64)
         jll = np.empty((len(labels), len(self.classes)))
+        label_array = np.asarray(labels, dtype=object)
         for held_out in dealt:
             # One fold's presence rows at a time: all of them at once would be a
             # second copy of the calibration sample.
-            P_fold = presence(self.model.fit_columns(X[held_out]))
+            X_fold = self.model.fit_columns(X[held_out])
+            # The table scores only what the model would without the fold: with
+            # --min-count 2, a token may be active by the fold's own occurrences.
+            fold_usable = self.model.held_out_active(X_fold, list(label_array[held_out]), usable)
             jll[held_out] = table.held_out_joint(
-                P_fold, rows[held_out], mistake_copies[held_out], usable
+                presence(X_fold), rows[held_out], mistake_copies[held_out], fold_usable
             )
         return jll
 

@@ -301,6 +301,36 @@ class NaiveBayes:
         lengths = np.asarray(X_cols @ active_after.astype(np.float64)).ravel()
         return np.asarray(scored @ log_prob.T) + prior, lengths
 
+    def held_out_active(
+        self, X: sp.spmatrix, labels: Sequence[str], active: np.ndarray
+    ) -> np.ndarray:
+        """:meth:`active_features` of this model minus the counts of ``X``, given
+        ``active``, this model's own.
+
+        With ``min_count`` 1 and no ``max_features`` a column leaves only when every
+        count of it is in ``X``, so ``active`` itself is returned: the held-out scores
+        already ignore such columns, and anything trained on the same mail (the
+        mistake table) has counts there only from these messages.
+        """
+        if self.max_features is not None:
+            without = self.copy()
+            without.add_counts(self.fit_columns(X), labels, sign=-1)
+            return without.active_features()
+        if self.min_count <= 1:
+            return active
+        X = self.fit_columns(X)
+        rows = np.array([self.classes.index(label) for label in labels], dtype=np.int64)
+        columns = used_columns(X)
+        indicator = sp.csr_matrix(
+            (np.ones(len(rows)), (rows, np.arange(len(rows)))),
+            shape=(len(self.classes), len(rows)),
+        )
+        taken = (indicator @ X[:, columns]).toarray()
+        remaining = np.maximum(self.token_counts[:, columns] - taken, 0).sum(axis=0)
+        held_out = active.copy()
+        held_out[columns] &= remaining >= self.min_count
+        return held_out
+
     def evidence_lengths(self, X: sp.spmatrix) -> np.ndarray:
         """Occurrences, per message, of the tokens the model scores."""
         X = self.fit_columns(X)

@@ -277,6 +277,33 @@ def test_calibration_holds_the_table_out(sample_maildir):
     assert 0 < held_out.ham_cutoff < held_out.spam_cutoff < 1
 
 
+@pytest.mark.parametrize(("min_count", "max_features"), [(1, None), (2, None), (3, None), (1, 60)])
+def test_held_out_table_scores_are_those_of_a_filter_without_the_fold(
+    sample_maildir, min_count, max_features
+):
+    # With --min-count 2 a token can be active only by the held-out message's own
+    # occurrence; a filter trained without it would not score the token, in its
+    # counts or in its table.
+    messages, labels = sample_messages(sample_maildir)
+    spam_filter = SpamFilter()
+    spam_filter.model.min_count = min_count
+    spam_filter.model.max_features = max_features
+    token_lists = spam_filter.tokenize(messages)
+    copies = spam_filter.train_tokens(token_lists, labels)
+    X = spam_filter.vectorise(token_lists)
+    dealt = spam_filter.calibration_folds(X, labels)
+    held_out = spam_filter.mistakes_held_out(X, labels, dealt, copies)
+    for fold in dealt:
+        fold_labels = [labels[i] for i in fold]
+        without = copy.deepcopy(spam_filter)
+        without.model.add_counts(X[fold], fold_labels, sign=-1)
+        without.mistakes.add(
+            presence(X[fold]), class_rows(without.classes, fold_labels), copies[fold], sign=-1
+        )
+        expected = without.mistakes.joint(presence(X[fold]), without.model.active_features())
+        assert np.allclose(held_out[fold], expected, rtol=0, atol=1e-9)
+
+
 def test_the_table_starts_only_with_a_run_that_brings_every_class():
     token_lists, labels = synthetic_corpus(30, 30, seed=8)
     spam = [i for i, label in enumerate(labels) if label == "spam"]
