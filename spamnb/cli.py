@@ -13,6 +13,7 @@ import functools
 import json
 import math
 import os
+import re
 import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -1646,12 +1647,44 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
     write_text_atomically(path, page)
 
 
+# The names by which a shell user means an open descriptor of this process.
+OPEN_DESCRIPTORS = {"/dev/stdout": 1, "/dev/stderr": 2}
+DESCRIPTOR_PATH = re.compile(r"/(?:dev|proc/self)/fd/([0-9]+)")
+
+
+def open_descriptor(path: Path) -> int | None:
+    """The descriptor ``path`` names (``/dev/stdout``, ``/dev/fd/3``), if it names one.
+
+    Opened by name, they are the wrong thing twice over: under a pipe, Linux resolves
+    /dev/stdout to "pipe:[N]", which no file is, and under ``> file`` the rename of an
+    atomic write put a new file over the one the shell had opened, and the rest of
+    the output (the report itself) was lost.
+    """
+    text = os.fspath(path)
+    if text in OPEN_DESCRIPTORS:
+        return OPEN_DESCRIPTORS[text]
+    match = DESCRIPTOR_PATH.fullmatch(text)
+    return int(match.group(1)) if match else None
+
+
+def write_to_descriptor(descriptor: int, data: bytes) -> None:
+    """``data`` written at the descriptor's own position, after what Python buffered
+    for the same stream."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is not None:
+            stream.flush()
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view) :]
+
+
 def write_text_atomically(path: Path, text: str) -> None:
     """Write next to the target and rename, so a reader never sees half a file.
 
-    A symlink is followed and its target replaced, and a device or a FIFO
-    (``/dev/stdout``, a pipe to another program) is written to as it is, never
-    replaced by a file.  File names that are not UTF-8 are written as their bytes.
+    A symlink is followed and its target replaced, and a device or a FIFO is written
+    to as it is, never replaced by a file.  ``/dev/stdout``, ``/dev/stderr`` and
+    ``/dev/fd/N`` are written through the descriptor this process already has (see
+    :func:`open_descriptor`).  File names that are not UTF-8 are written as their bytes.
     """
     import stat
     import tempfile
@@ -1660,6 +1693,13 @@ def write_text_atomically(path: Path, text: str) -> None:
         data = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:  # a lone surrogate that no file name made
         data = text.encode("utf-8", "backslashreplace")
+    descriptor = open_descriptor(path)
+    if descriptor is not None:
+        try:
+            write_to_descriptor(descriptor, data)
+        except OSError as exc:
+            raise fail(f"cannot write {path}: {exc.strerror or exc}") from None
+        return
     target = Path(os.path.realpath(path))
     try:
         try:

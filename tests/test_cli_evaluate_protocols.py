@@ -340,6 +340,36 @@ def test_predictions_follow_a_symlink_and_write_into_a_fifo(tmp_path, sample_mai
     assert received and received[0] == target.read_bytes()
 
 
+@pytest.mark.skipif(not Path("/dev/stdout").exists(), reason="needs /dev/stdout")
+def test_predictions_to_dev_stdout_join_the_report_in_a_pipe_and_in_a_file(
+    tmp_path, sample_maildir
+):
+    import subprocess
+    import sys
+
+    command = [
+        sys.executable,
+        "-m",
+        "spamnb",
+        *[str(a) for a in sample_args(sample_maildir)],
+        "--test-size",
+        "0.3",
+        "--predictions",
+        "/dev/stdout",
+    ]
+    # Under a pipe /dev/stdout resolved to "pipe:[N]" and the command failed.
+    piped = subprocess.run(command, capture_output=True, check=False)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout.startswith(b"position\tsource\tlabel\t")
+    assert b"accuracy" in piped.stdout
+    # Under "> file" the TSV was renamed over the file and the report was lost.
+    out = tmp_path / "out.txt"
+    with open(out, "wb") as fh:
+        written = subprocess.run(command, stdout=fh, stderr=subprocess.PIPE, check=False)
+    assert written.returncode == 0, written.stderr
+    assert out.read_bytes() == piped.stdout
+
+
 def test_predictions_keep_file_names_that_are_not_utf8(tmp_path, sample_maildir):
     import os
     import shutil
