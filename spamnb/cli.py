@@ -749,7 +749,8 @@ def train(
     Adds to the model's counts when the model exists (unless --new), so you can
     train on new mistakes without retraining from scratch.  Each message is learnt
     once: run it again on the same folders and only new mail is counted; a message
-    trained before under the other label is moved.
+    trained before under the other label is moved.  Scoring options given alone
+    (--alpha, --event-model, ...) set how an existing model scores.
 
     \b
     Example:
@@ -760,8 +761,13 @@ def train(
     pairs = labelled_sources(spam, ham, label)
     check_stdin_once([path for _, path in pairs] + list(forget))
     cutoffs = ham_cutoff is not None or spam_cutoff is not None
-    if not pairs and not forget and not cutoffs:
-        raise fail("give mail to learn from: --spam PATH..., --ham PATH..., or --forget PATH...")
+    # Scoring options alone (tune's advice) are set in the model, as cut-offs are.
+    options_only = any(value is not None for value in scoring.values())
+    if not pairs and not forget and not cutoffs and not options_only:
+        raise fail(
+            "give mail to learn from: --spam PATH..., --ham PATH..., or --forget PATH... "
+            "(or options to set in the model)"
+        )
     check_paths_exist([p for _, p in pairs])
     forgotten_items, _ = read_labelled([("", p) for p in forget], mail_format, recursive)
     path = resolve_model_path(model_path)
@@ -807,7 +813,13 @@ def train(
                     hint = " (use --new to replace it)" if isinstance(exc, NotAModelError) else ""
                     raise fail(f"{exc}{hint}") from None
                 new_class_warning(spam_filter.classes, [label for label, _ in pairs])
+                scored_as = scoring_settings(spam_filter), spam_filter.mistakes.weight
                 apply_scoring_options(spam_filter, scoring)
+                if (
+                    not pairs
+                    and (scoring_settings(spam_filter), spam_filter.mistakes.weight) != scored_as
+                ):
+                    stale_calibration_warning(spam_filter)
                 outcome: dict[str, Any] = {
                     "learned": 0,
                     "moved": 0,
@@ -864,6 +876,16 @@ def train(
         from .report import training_summary
 
         stdout_console().print(training_summary(summary))
+
+
+def stale_calibration_warning(spam_filter: SpamFilter) -> None:
+    """Warn that new scoring options leave the spam score calibrated for the old ones:
+    the calibration is fitted on held-out mail, which a model does not keep."""
+    if spam_filter.calibration.fitted_on:
+        warn(
+            "the spam score and its cut-offs stay as fitted under the old options; "
+            "train --new on your folders refits them"
+        )
 
 
 def new_class_warning(classes: Sequence[str], labels: Sequence[str]) -> None:

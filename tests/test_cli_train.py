@@ -490,6 +490,30 @@ def test_cutoffs_chosen_by_hand_survive_retraining(tmp_path, sample_maildir):
     assert_one_line_error(run("train", "-m", model, "--ham-cutoff", "0.99"), "must not exceed")
 
 
+def test_scoring_options_alone_are_set_in_an_existing_model(tmp_path, sample_maildir):
+    # What tune advises ("spamnb train --alpha 0.1 ..."), with no mail to learn.
+    model = tmp_path / "model.joblib"
+    train_sample(model, sample_maildir)
+    before = load(model)
+    result = run("train", "-m", model, "--alpha", "0.1", "--mistake-weight", "0.3")
+    assert result.exit_code == 0, result.output
+    # The calibration was fitted under the old options, on mail the model does not keep.
+    assert "train --new on your folders refits them" in result.stderr
+    after = load(model)
+    assert (after.model.alpha, after.mistakes.weight) == (0.1, 0.3)
+    assert (after.model.token_counts == before.model.token_counts).all()
+    assert after.calibration == before.calibration
+    # Setting what the model has already changes nothing, and says nothing of it.
+    again = run("train", "-m", model, "--alpha", "0.1")
+    assert again.exit_code == 0 and "refits" not in again.stderr
+    # No model at the path: a mistyped path, not a new empty model.
+    assert_one_line_error(
+        run("train", "-m", tmp_path / "missing.joblib", "--alpha", "0.1"), "there is no model"
+    )
+    assert not (tmp_path / "missing.joblib").exists()
+    assert_one_line_error(run("train", "-m", model), "give mail to learn from")
+
+
 def test_forgetting_two_copies_of_a_message_at_once(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
     source = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
