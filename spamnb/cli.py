@@ -850,6 +850,7 @@ def train(
     except ModelFileError as exc:
         raise fail(str(exc)) from None
     by_class = outcome.pop("by_class")
+    uncalibrated_warning(spam_filter)
     for warning in cut_warnings(outcome["cut"], spam_filter.settings, "learnt"):
         warn(warning["message"])
     if outcome["conflicting"]:
@@ -876,6 +877,20 @@ def train(
         from .report import training_summary
 
         stdout_console().print(training_summary(summary))
+
+
+def uncalibrated_warning(spam_filter: SpamFilter) -> None:
+    """Warn that a model which can tell spam from ham has no calibrated spam score yet:
+    trained one class per run, it never had held-out mail of both to fit one on."""
+    calibration = spam_filter.calibration
+    if calibration.fitted_on or calibration.chosen_cutoffs:
+        return
+    if spam_filter.positive_class() is None or len(spam_filter.classes) < 2:
+        return
+    warn(
+        "the spam score is not calibrated yet (--pipe uses the raw probability and "
+        "the default cut-offs): a run with two or more messages of each class fits it"
+    )
 
 
 def stale_calibration_warning(spam_filter: SpamFilter) -> None:
@@ -2202,6 +2217,7 @@ def info(model_path: Path | None, as_json: bool) -> None:
             "ham": spam_filter.calibration.ham_cutoff,
             "spam": spam_filter.calibration.spam_cutoff,
             "set_by_hand": spam_filter.calibration.chosen_cutoffs,
+            "fitted_on": spam_filter.calibration.fitted_on,
         },
         "event_model": model.event_model,
         "alpha": model.alpha,

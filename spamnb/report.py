@@ -103,7 +103,12 @@ def info_table(info: dict[str, Any]) -> Table:
     _add_row(table, "tokenizer", _tokenizer_text(info))
     cutoffs = info.get("cutoffs")
     if cutoffs is not None:
-        how = "set by hand" if cutoffs["set_by_hand"] else "chosen from the data"
+        if cutoffs["set_by_hand"]:
+            how = "set by hand"
+        elif cutoffs.get("fitted_on"):
+            how = f"chosen on {cutoffs['fitted_on']:,} held-out messages"
+        else:
+            how = "defaults: the spam score is not calibrated yet"
         _add_row(
             table,
             "cut-offs",

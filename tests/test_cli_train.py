@@ -514,6 +514,25 @@ def test_scoring_options_alone_are_set_in_an_existing_model(tmp_path, sample_mai
     assert_one_line_error(run("train", "-m", model), "give mail to learn from")
 
 
+def test_a_model_trained_one_class_per_run_says_it_is_not_calibrated(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    first = run("train", "-m", model, "--spam", sample_maildir / "spam")
+    assert first.exit_code == 0 and "not calibrated" not in first.stderr  # no ham to tell
+    second = run("train", "-m", model, "--ham", sample_maildir / "ham")
+    assert second.exit_code == 0
+    assert "the spam score is not calibrated yet" in second.stderr
+    info = run_json("info", "-m", model)
+    assert info["cutoffs"]["fitted_on"] == 0 and not info["cutoffs"]["set_by_hand"]
+    assert "not calibrated yet" in " ".join(run("info", "-m", model).output.split())
+    # A run with both classes fits it, and info says on what.
+    retrained = tmp_path / "both.joblib"
+    both = train_sample(retrained, sample_maildir)
+    assert "not calibrated" not in both.stderr
+    info = run_json("info", "-m", retrained)
+    assert info["cutoffs"]["fitted_on"] == 60
+    assert "chosen on 60 held-out messages" in " ".join(run("info", "-m", retrained).output.split())
+
+
 def test_forgetting_two_copies_of_a_message_at_once(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
     source = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
@@ -604,7 +623,7 @@ def test_info_shows_the_cutoffs_and_the_tokenizers_limits(tmp_path, sample_maild
     assert described["cutoffs"]["set_by_hand"] is False
     run_json("train", "-m", model, "--ham-cutoff", "0.3", "--spam-cutoff", "0.95")
     described = run_json("info", "-m", model)
-    assert described["cutoffs"] == {"ham": 0.3, "spam": 0.95, "set_by_hand": True}
+    assert described["cutoffs"] == {"ham": 0.3, "spam": 0.95, "set_by_hand": True, "fitted_on": 60}
     shown = run("info", "-m", model).stdout
     assert "at most 900 tokens" in shown and "set by hand" in shown
 
