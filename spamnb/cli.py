@@ -1437,10 +1437,15 @@ def evaluate(
             workers=workers,
         )
         if spam_filter is not None:
+            from .mail import message_digest
+
+            # Scores on mail the model learnt are no test of it: say how much there is.
+            in_model = sum(message_digest(item.data) in spam_filter.trained for item in items)
             report["protocol"] = {
                 "mode": "model",
                 "model": str(path),
                 "train_n": int(spam_filter.model.class_counts.sum()),
+                "in_model": in_model,
                 "description": f"All {len(items):,} messages scored with the model {path}.",
             }
         report["protocol"].update(scoring_settings(trained))
@@ -1460,7 +1465,7 @@ def evaluate(
             )
     except ValueError as exc:
         raise fail(f"cannot evaluate: {exc}") from None
-    from .evaluation import copies_warning, report_warnings, top_odds_section
+    from .evaluation import copies_warning, in_model_warning, report_warnings, top_odds_section
 
     top_odds = top_odds_section(trained)
     if top_odds:
@@ -1471,6 +1476,8 @@ def evaluate(
         report["cut"], trained.settings, "used"
     )
     if warning := copies_warning(copies):
+        report["warnings"].append(warning)
+    if warning := in_model_warning(report["protocol"].get("in_model", 0), len(items)):
         report["warnings"].append(warning)
     if predictions_path is not None:
         write_predictions(predictions_path, items, scored)

@@ -423,6 +423,18 @@ def copies_warning(copies: Mapping[str, int]) -> dict[str, str] | None:
     }
 
 
+def in_model_warning(in_model: int, n: int) -> dict[str, str] | None:
+    """The report's warning that a model was evaluated on mail it was trained on."""
+    if not in_model:
+        return None
+    share = "all" if in_model == n else f"{in_model:,} of the {n:,}"
+    return {
+        "kind": "in-model",
+        "message": f"the model was trained on {share} messages evaluated; its scores on "
+        "them show what it learnt, not how it does on new mail",
+    }
+
+
 # --------------------------------------------------------------------------- compare
 
 

@@ -159,6 +159,20 @@ def test_copies_are_used_once_so_none_is_tested_on_its_own_training(tmp_path, sa
     assert scored["n"] == 60 and scored["copies"]["copies"] == 0
 
 
+def test_a_model_evaluated_on_mail_it_learnt_is_warned_of(tmp_path, sample_maildir):
+    model = tmp_path / "m.joblib"
+    spam, ham = sample_maildir / "spam", sample_maildir / "ham"
+    run("train", "-m", model, "--spam", spam / "cur", "--ham", ham / "cur")
+    learnt = len(list((spam / "cur").iterdir())) + len(list((ham / "cur").iterdir()))
+    report = run_json("evaluate", "-m", model, "--spam", spam, "--ham", ham)
+    assert report["protocol"]["in_model"] == learnt < report["n"]
+    warning = [w for w in report["warnings"] if w["kind"] == "in-model"]
+    assert warning and f"trained on {learnt} of the {report['n']} messages" in warning[0]["message"]
+    fresh = run_json("evaluate", "-m", model, "--spam", spam / "new", "--ham", ham / "new")
+    assert fresh["protocol"]["in_model"] == 0
+    assert "in-model" not in {w["kind"] for w in fresh["warnings"]}
+
+
 def split_report(corpus: dict) -> dict:
     """evaluate --json on the 70/30 stratified split with seed 0, as the issues measure."""
     return run_json(
