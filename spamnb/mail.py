@@ -473,6 +473,7 @@ def iter_messages(
     recursive: bool = False,
     stdin: BinaryIO | None = None,
     on_skip: SkipHandler | None = None,
+    allow_empty: bool = False,
 ) -> Iterator[MailItem]:
     """Yield every message found at ``path`` (see the module docstring for formats).
 
@@ -485,6 +486,8 @@ def iter_messages(
     The path and format are checked at once, so a missing path or unknown format
     raises MailSourceError from this call; problems found while reading (such as
     an unreadable file, or a folder without messages) raise it during iteration.
+    With ``allow_empty`` a folder without messages, or an empty file (an emptied
+    mbox), yields nothing instead.
     """
     text = os.fspath(path)
     if fmt is not None and fmt not in FORMATS:
@@ -500,12 +503,16 @@ def iter_messages(
             )
         return _iter_stdin(stdin)
 
-    mode = _stat(text).st_mode
+    status = _stat(text)
+    mode = status.st_mode
     is_dir = stat.S_ISDIR(mode)
     is_file = stat.S_ISREG(mode) or stat.S_ISFIFO(mode)
     if not is_dir and not is_file:
         raise MailSourceError(f"{_show(text)} is neither a directory nor a regular file")
 
+    if allow_empty and stat.S_ISREG(mode) and status.st_size == 0:
+        return iter(())
+    expect_some = _yield_all if allow_empty else _expect_some
     data: bytes | None = None
     forced = fmt is not None
     if fmt is None:
@@ -527,14 +534,14 @@ def iter_messages(
     if fmt == "file":
         return _iter_one_file(text, data)
     if fmt == "dir":
-        return _expect_some(text, _iter_dir(text, skip))
+        return expect_some(text, _iter_dir(text, skip))
     if fmt == "mbox":
         # Named mbox by the user (forced) it is split at every envelope line, a blank
         # line before it or not (files made by concatenating messages have none).
-        return _expect_some(text, _iter_mbox(text, skip, after_blank=not forced))
+        return expect_some(text, _iter_mbox(text, skip, after_blank=not forced))
     if fmt == "maildir":
-        return _expect_some(text, _iter_maildir(text, recursive, skip, set()))
-    return _expect_some(text, _iter_mh(text, recursive, skip, set()))
+        return expect_some(text, _iter_maildir(text, recursive, skip, set()))
+    return expect_some(text, _iter_mh(text, recursive, skip, set()))
 
 
 def _ignore_skip(source: str, reason: str) -> None:
@@ -595,6 +602,10 @@ def _expect_some(path: str, items: Iterator[MailItem]) -> Iterator[MailItem]:
         yield item
     if not found:
         raise MailSourceError(f"no messages found in {_show(path)}")
+
+
+def _yield_all(path: str, items: Iterator[MailItem]) -> Iterator[MailItem]:
+    return items
 
 
 def _open_without_blocking(path: str, flags: int) -> int:

@@ -533,6 +533,38 @@ def test_a_model_trained_one_class_per_run_says_it_is_not_calibrated(tmp_path, s
     assert "chosen on 60 held-out messages" in " ".join(run("info", "-m", retrained).output.split())
 
 
+def test_allow_empty_takes_an_emptied_junk_folder_as_no_mail(tmp_path, sample_maildir):
+    # README's nightly job: the junk folder is often empty, and the ham must still be
+    # learnt.
+    junk = tmp_path / "Maildir" / ".Junk"
+    for part in ("cur", "new", "tmp"):
+        (junk / part).mkdir(parents=True)
+    mbox = tmp_path / "emptied.mbox"
+    mbox.write_bytes(b"")
+    model = tmp_path / "model.joblib"
+    train_sample(model, sample_maildir, spam="cur")
+    ham = sample_maildir / "ham"
+    assert_one_line_error(
+        run("train", "-m", model, "--spam", junk, "--ham", ham), "no messages found in"
+    )
+    before = load(model).model.class_counts.sum()
+    outcome = run_json(
+        "train", "-m", model, "--allow-empty", "--spam", junk, mbox, sample_maildir / "spam"
+    )
+    assert outcome["learned"] == len(list((sample_maildir / "spam" / "new").iterdir()))
+    assert load(model).model.class_counts.sum() == before + outcome["learned"]
+    # Nothing at all to learn in a new model is still an error, and makes no model.
+    assert_one_line_error(
+        run("train", "-m", tmp_path / "new.joblib", "--allow-empty", "--spam", junk),
+        "no messages found in",
+    )
+    assert not (tmp_path / "new.joblib").exists()
+    # Standard input is one message, never a folder: empty, it stays an error.
+    assert_one_line_error(
+        run("train", "-m", model, "--allow-empty", "--spam", "-", input=b""), "is empty"
+    )
+
+
 def test_forgetting_two_copies_of_a_message_at_once(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
     source = sorted((sample_maildir / "spam" / "cur").iterdir())[0]

@@ -793,6 +793,16 @@ def test_error_cases(tmp_path: Path) -> None:
         assert_one_line_naming(info.value, path)
 
 
+def test_allow_empty_turns_only_the_empty_cases_into_no_mail(tmp_path: Path) -> None:
+    empty = ("is empty", "no messages found in")
+    for path, fmt, expected in error_cases(tmp_path):
+        if expected in empty:
+            assert list(iter_messages(path, fmt, allow_empty=True)) == [], (path, fmt)
+        else:
+            with pytest.raises(MailSourceError, match=expected):
+                list(iter_messages(path, fmt, allow_empty=True))
+
+
 def test_missing_path_fails_before_iteration(tmp_path: Path) -> None:
     with pytest.raises(MailSourceError, match="does not exist"):
         iter_messages(tmp_path / "nope")
