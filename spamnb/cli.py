@@ -49,29 +49,38 @@ class MultiPathCommand(click.Command):
 
 
 def spread_multi_path_options(args: Sequence[str]) -> list[str]:
-    """Rewrite `--spam a b --ham c` as `--spam a --spam b --ham c` for click.
+    """Rewrite `--spam a b --ham c` as `--spam a --spam b --ham c` for click, and
+    `--label work=a b` as `--label work=a --label work=b`.
 
     A value list ends at the next word that starts with '-' (a lone '-' is stdin, a
-    value) or at '--'.
+    value) or at '--'.  After a --label's NAME=PATH, the words that follow are paths of
+    the same NAME, whatever they hold ('=' included): another class needs its own
+    --label.
     """
     out: list[str] = []
     current: str | None = None
+    label_name: str | None = None  # the NAME of the current --label's first value
     for position, arg in enumerate(args):
         if arg == "--":
             out.extend(args[position:])
             return out
         if arg in MULTI_PATH_OPTIONS:
-            current = arg
+            current, label_name = arg, None
             out.append(arg)
             continue
-        flag, equals, _value = arg.partition("=")
+        flag, equals, value = arg.partition("=")
         if equals and flag in MULTI_PATH_OPTIONS:
             current = flag
+            label_name = value.partition("=")[0] if "=" in value else None
             out.append(arg)
             continue
         if current and (arg == "-" or not arg.startswith("-")):
             if out[-1] != current:
                 out.append(current)
+                if current == "--label" and label_name is not None:
+                    arg = f"{label_name}={arg}"
+            elif current == "--label":
+                label_name = arg.partition("=")[0] if "=" in arg else None
             out.append(arg)
             continue
         current = None
@@ -194,7 +203,11 @@ def reader_options(func: Callable) -> Callable:
 
 def labelled_path_options(func: Callable) -> Callable:
     for option, metavar, help_text in (
-        ("--label", "NAME=PATH...", "Messages of class NAME, for models with other classes."),
+        (
+            "--label",
+            "NAME=PATH...",
+            "Messages of class NAME, for models with other classes (repeat it per class).",
+        ),
         ("--ham", "PATH...", "Good mail: files, directories, mbox, Maildir or MH ('-': stdin)."),
         ("--spam", "PATH...", "Spam: files, directories, mbox, Maildir or MH ('-': stdin)."),
     ):

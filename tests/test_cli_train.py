@@ -223,6 +223,23 @@ def test_general_labels(tmp_path, sample_maildir):
         f"work={sample_maildir / 'ham'}",
     )
     assert set(summary["classes"]) == {"junk", "work"}
+    # Like --spam and --ham, a --label takes several paths, each of its class.
+    spam, ham = sample_maildir / "spam", sample_maildir / "ham"
+    summary = run_json(
+        "train",
+        "-m",
+        tmp_path / "m2.joblib",
+        "--label",
+        f"junk={spam / 'cur'}",
+        spam / "new",
+        "--label",
+        f"work={ham / 'cur'}",
+        ham / "new",
+    )
+    assert {name: row["trained"] for name, row in summary["classes"].items()} == {
+        "junk": len(list(spam.glob("[cn]*/*"))),
+        "work": len(list(ham.glob("[cn]*/*"))),
+    }
 
 
 def test_one_message_from_stdin(tmp_path, sample_maildir):
