@@ -169,7 +169,8 @@ _PIPE_TABLE_STATES = {
     "current": "current",
     "missing": "missing" + _RETRAIN,
     "other_version": "from another spamnb version" + _RETRAIN,
-    "stale": "older than the model" + _RETRAIN,
+    "stale": "made for another write of the model file (copied, restored or replaced since)"
+    + _RETRAIN,
     "damaged": "damaged" + _RETRAIN,
 }
 
