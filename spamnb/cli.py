@@ -733,7 +733,7 @@ def main() -> None:
     "--forget",
     multiple=True,
     metavar="PATH...",
-    help="Take these messages back out of the model (they must have been trained).",
+    help="Take these messages back out of the model (those it never learnt are counted and left).",
 )
 @click.option(
     "--ham-cutoff",

@@ -431,6 +431,12 @@ def dump_checksummed(payload: dict[str, Any], stream: BinaryIO) -> None:
     stream.seek(end)
 
 
+def _make_folder(folder: Path) -> None:
+    """Create the model's folder if it is missing, private (0700) as the model is, and
+    as the XDG specification asks of the folders it names (~/.local/share/spamnb)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
 @contextmanager
 def training_lock(path: Path) -> Iterator[None]:
     """Serialise writers of one model (readers never wait: they see whole files).
@@ -444,7 +450,7 @@ def training_lock(path: Path) -> Iterator[None]:
     path = Path(os.path.realpath(path))
     _refuse_other_than_a_file(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(path.parent)
         fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise ModelFileError(f"cannot lock model {path}: {exc.strerror or exc}") from None
@@ -484,7 +490,7 @@ def save(spam_filter: SpamFilter, path: Path) -> int:
     path = Path(os.path.realpath(path))
     _refuse_other_than_a_file(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_folder(path.parent)
     except OSError as exc:
         raise ModelFileError(f"cannot write model {path}: {exc.strerror or exc}") from None
     status = model_status(path)

@@ -257,6 +257,8 @@ def test_model_path_from_environment(tmp_path, sample_maildir, monkeypatch):
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     assert run("train", "--spam", sample_maildir / "spam").exit_code == 0
     assert (tmp_path / "xdg" / "spamnb" / "model.joblib").exists()
+    # Made private, as the XDG specification asks and as the model itself is.
+    assert (tmp_path / "xdg" / "spamnb").stat().st_mode & 0o777 == 0o700
 
 
 def test_info_describes_the_model(tmp_path, sample_maildir):
