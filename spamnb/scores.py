@@ -203,11 +203,11 @@ def stratified_folds(
     """
     arr = _labels(labels, "labels")
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
-        raise ValueError(f"k must be an integer, got {k!r}")
+        raise ValueError(f"the number of folds must be an integer, got {k!r}")
     if k < 2:
-        raise ValueError(f"k must be at least 2, got {k}")
+        raise ValueError(f"the number of folds must be at least 2, got {k}")
     if k > len(arr):
-        raise ValueError(f"k={k} folds need at least {k} examples, got {len(arr)}")
+        raise ValueError(f"{k} folds need at least {k} messages, got {len(arr)}")
     groups = _class_groups(arr, seed)
     if order is not None:
         order = np.asarray(order)

@@ -210,7 +210,7 @@ def test_folds_dealt_in_a_given_order_follow_the_rows_not_their_places() -> None
 
 @pytest.mark.parametrize("k", [1, 0, -3, 7, 2.0, True])
 def test_folds_reject_bad_k(k: object) -> None:
-    with pytest.raises(ValueError, match="k"):
+    with pytest.raises(ValueError, match="folds"):
         stratified_folds(["a", "a", "a", "b", "b", "b"], k, seed=0)  # type: ignore[arg-type]
 
 
