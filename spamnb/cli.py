@@ -2156,6 +2156,11 @@ def top_odds(
         )
     except ValueError as exc:
         raise fail(str(exc)) from None
+    if not towards_positive and not towards_negative:
+        warn(
+            f"no token was seen {min_count:,} times or more in the model's mail; "
+            "a lower --min-count shows rarer ones"
+        )
     if as_json:
         print_json(
             {

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
-from cli_helpers import assert_one_line_error, run, run_json
+from cli_helpers import assert_one_line_error, run, run_json, train_sample
 
 from spamnb.store import load
 
@@ -39,6 +40,17 @@ def test_top_odds_tables_and_json(tmp_path, sample_maildir):
     assert (
         "Tokens that point to spam" in human.stdout and "Tokens that point to ham" in human.stdout
     )
+
+
+def test_empty_tables_say_why(tmp_path, sample_maildir):
+    model = tmp_path / "m.joblib"
+    train_sample(model, sample_maildir)
+    result = run("top-odds", "-m", model, "--min-count", "100000", "--json")
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    assert data["towards_positive"] == data["towards_negative"] == []
+    assert "a lower --min-count" in result.stderr
+    assert "--min-count" not in run("top-odds", "-m", model).stderr
 
 
 def test_unknown_class(tmp_path, sample_maildir):
