@@ -309,6 +309,15 @@ def scoring_options(command: Callable) -> Callable:
     )(func)
 
 
+def tokenizer_options_hidden(command: Callable) -> Callable:
+    """Leave the tokenizer's options (fixed when a model is created) out of the help of
+    a command that only ever reads a model, where they can only be refused."""
+    for param in getattr(command, "__click_params__", []):
+        if param.name in TOKENIZER_OPTIONS:
+            param.hidden = True
+    return command
+
+
 def json_option(func: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
 
@@ -1116,6 +1125,7 @@ def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     "toward ham, and what the tokenizer's limits cut.",
 )
 @reader_options
+@tokenizer_options_hidden
 @scoring_options
 @parallel_options
 @json_option

@@ -460,3 +460,11 @@ def test_a_closed_standard_input_is_no_trouble_without_dash(model, sample_maildi
     )
     assert result.returncode == 0, result.stderr
     assert len(result.stdout.splitlines()) >= 50
+
+
+def test_help_leaves_out_the_tokenizer_options_a_model_fixes():
+    shown = run("classify", "--help").output
+    assert "--alpha" in shown
+    for option in ("--word-pairs", "--max-bytes", "--max-tokens"):
+        assert option not in shown
+    assert "--word-pairs" in run("train", "--help").output
