@@ -939,6 +939,21 @@ def uncalibrated_warning(spam_filter: SpamFilter) -> None:
     )
 
 
+def small_class_warning(labels: Sequence[str]) -> None:
+    """Warn that a tuning corpus with a small class cannot tell close settings apart."""
+    from collections import Counter
+
+    from .caveats import MIN_CLASS_MESSAGES
+
+    label, count = min(Counter(labels).items(), key=lambda pair: (pair[1], pair[0]))
+    if count < MIN_CLASS_MESSAGES:
+        warn(
+            f"only {_count(count, label + ' message')}: one error moves that class's "
+            f"rate by {100 / count:.2g} percentage points, so settings a few errors "
+            "apart are equal within the folds' noise"
+        )
+
+
 def stale_calibration_warning(spam_filter: SpamFilter) -> None:
     """Warn that new scoring options leave the spam score calibrated for the old ones:
     the calibration is fitted on held-out mail, which a model does not keep."""
@@ -2092,6 +2107,7 @@ def tune(
             )
     except ValueError as exc:
         raise fail(f"cannot tune: {exc}") from None
+    small_class_warning(labels)
     tuned_n, test_n = len(result.tuned_on), len(result.test_indices)
     description = (
         f"Tuned by {folds}-fold stratified cross-validation (seed {seed}) on {tuned_n:,} "
