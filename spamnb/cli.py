@@ -1190,7 +1190,8 @@ def classify(
             raise fail(f"the model knows only {spam_filter.classes}; train at least two classes")
         apply_scoring_options(spam_filter, scoring)
         if explain and spam_filter.positive_class() is None:
-            raise fail(f"--explain needs a model with a spam class (it has {spam_filter.classes})")
+            has = ", ".join(spam_filter.classes)
+            raise fail(f"--explain needs a model with a spam class (it has {has})")
     check_stdin_once(paths)
     check_paths_exist(paths)
 

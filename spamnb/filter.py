@@ -558,7 +558,8 @@ class SpamFilter:
         """
         for label in (positive, negative):
             if label not in self.classes:
-                raise ValueError(f"the model has no class {label!r} (it has {self.classes})")
+                has = ", ".join(self.classes)
+                raise ValueError(f"the model has no class {label!r} (it has {has})")
         ratios = self.model.log_odds_ratios(positive, negative)
         # The counts the ratios come from: messages containing the token for models
         # that count a token once per message, occurrences otherwise.

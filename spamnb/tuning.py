@@ -564,7 +564,8 @@ def learning_curve(
     ordered_labels = [labels[i] for i in order]
     classes = set(ordered_labels)
     if len(classes) < 2:
-        raise ValueError(f"the training part needs two classes, it has {sorted(classes)}")
+        has = ", ".join(sorted(classes)) or "none"
+        raise ValueError(f"the training part needs two classes, it has {has}")
     seen: set[str] = set()
     smallest = len(order)
     for position, label in enumerate(ordered_labels):
