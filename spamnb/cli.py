@@ -1087,7 +1087,8 @@ def one_line_summary(summary: dict[str, Any]) -> str:
     return (
         f"spamnb: learned {summary['learned']:,}, moved {summary['moved']:,}, "
         f"skipped {summary['known']:,} known, forgot {summary['forgotten']:,}{never_trained}; "
-        f"model {display_path(summary['model'])} has {totals or 'no'} messages, "
+        f"model {display_path(summary['model'])} has {totals or 'no'} "
+        f"message{'' if sum(c['total'] for c in summary['classes'].values()) == 1 else 's'}, "
         f"{summary['vocabulary']:,} tokens"
     )
 

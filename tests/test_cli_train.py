@@ -40,10 +40,13 @@ def test_train_prints_a_summary_and_writes_the_model(tmp_path, sample_maildir):
     assert result.exit_code == 0, result.output
     # Not a terminal (cron, a log): one line.
     (line,) = result.stdout.splitlines()
-    assert line.startswith("spamnb: learned 60,") and "30 spam, 30 ham" in line
+    assert line.startswith("spamnb: learned 60,") and "has 30 spam, 30 ham messages" in line
     spam_filter = load(model)
     assert set(spam_filter.classes) == {"spam", "ham"}
     assert spam_filter.model.class_counts.sum() == 60
+    one = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
+    single = run("train", "-m", tmp_path / "one.joblib", "--spam", one)
+    assert "has 1 spam message," in single.stdout
 
 
 def test_the_terminal_summary_table():
