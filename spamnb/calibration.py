@@ -121,9 +121,10 @@ def fit_platt(
     target = np.where(y, (n_pos + 1) / (n_pos + 2), 1 / (n_neg + 2))
     centre = float(np.mean(s))
     scale = float(np.std(s))
-    if not scale > 1e-12 * max(1.0, abs(centre)):
-        scale = 1.0  # all scores alike: nothing to fit the slope on, and it stays 0
-    x = (s - centre) / scale
+    if scale > 1e-12 * max(1.0, abs(centre)):
+        x = (s - centre) / scale
+    else:  # all scores alike, to rounding: nothing to fit the slope on, and it stays 0
+        scale, x = 1.0, np.zeros_like(s)
 
     def loss(a: float, b: float) -> float:
         z = a * x + b

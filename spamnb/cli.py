@@ -849,14 +849,11 @@ def train(
                     # would throw a good model away.
                     hint = " (use --new to replace it)" if isinstance(exc, NotAModelError) else ""
                     raise fail(f"{exc}{hint}") from None
-                new_class_warning(spam_filter.classes, [label for label, _ in pairs])
+                classes_before = list(spam_filter.classes)
                 scored_as = scoring_settings(spam_filter), spam_filter.mistakes.weight
+                fitted_as = calibration_fit(spam_filter)
                 apply_scoring_options(spam_filter, scoring)
-                if (
-                    not pairs
-                    and (scoring_settings(spam_filter), spam_filter.mistakes.weight) != scored_as
-                ):
-                    stale_calibration_warning(spam_filter)
+                rescored = (scoring_settings(spam_filter), spam_filter.mistakes.weight) != scored_as
                 outcome: dict[str, Any] = {
                     "learned": 0,
                     "moved": 0,
@@ -892,6 +889,10 @@ def train(
                     except ValueError as exc:
                         raise fail(str(exc)) from None
                 raise_if_interrupted()
+                new_class_warning(classes_before, spam_filter.classes)
+                if rescored and calibration_fit(spam_filter) == fitted_as:
+                    # Known mail, or a batch too small to refit on, leaves the old fit.
+                    stale_calibration_warning(spam_filter)
                 size = save(spam_filter, path)
     except ModelFileError as exc:
         raise fail(str(exc)) from None
@@ -935,7 +936,8 @@ def uncalibrated_warning(spam_filter: SpamFilter) -> None:
         return
     warn(
         "the spam score is not calibrated yet (--pipe uses the raw probability and "
-        "the default cut-offs): a run with two or more messages of each class fits it"
+        "the default cut-offs): a run that brings two or more new messages of each "
+        "class fits it, as does train --new on all of your mail"
     )
 
 
@@ -954,6 +956,12 @@ def small_class_warning(labels: Sequence[str]) -> None:
         )
 
 
+def calibration_fit(spam_filter: SpamFilter) -> tuple[float, float, int]:
+    """What a refit of the calibration changes (cut-offs set by hand change apart)."""
+    calibration = spam_filter.calibration
+    return calibration.slope, calibration.intercept, calibration.fitted_on
+
+
 def stale_calibration_warning(spam_filter: SpamFilter) -> None:
     """Warn that new scoring options leave the spam score calibrated for the old ones:
     the calibration is fitted on held-out mail, which a model does not keep."""
@@ -964,17 +972,18 @@ def stale_calibration_warning(spam_filter: SpamFilter) -> None:
         )
 
 
-def new_class_warning(classes: Sequence[str], labels: Sequence[str]) -> None:
-    """Warn when mail brings a model a class it lacks: a mistyped --label NAME (or
-    one in other case) would otherwise quietly become a class of its own."""
+def new_class_warning(classes: Sequence[str], now: Sequence[str]) -> None:
+    """Warn when mail brought a model of ``classes`` a class it lacked (``now`` are its
+    classes after the run): a mistyped --label NAME (or one in other case) would
+    otherwise quietly become a class of its own."""
     if not classes:
         return
-    for label in dict.fromkeys(labels):
+    for label in now:
         if label in classes:
             continue
         alike = [c for c in classes if c.casefold() == label.casefold()]
         hint = f" (did you mean {alike[0]!r}?)" if alike else ""
-        warn(f"adding the class {label!r} to the model's {', '.join(map(repr, classes))}{hint}")
+        warn(f"added the class {label!r} to the model's {', '.join(map(repr, classes))}{hint}")
 
 
 def learn_streaming(
@@ -1188,7 +1197,8 @@ def classify(
     if scorer is None:
         spam_filter, _ = load_filter(model_path)
         if len(spam_filter.classes) < 2:
-            raise fail(f"the model knows only {spam_filter.classes}; train at least two classes")
+            has = ", ".join(spam_filter.classes) or "no class"
+            raise fail(f"the model knows only {has}; train at least two classes")
         apply_scoring_options(spam_filter, scoring)
         if explain and spam_filter.positive_class() is None:
             has = ", ".join(spam_filter.classes)

@@ -184,10 +184,11 @@ def _spam_score_section(spam_filter: SpamFilter, scored: Scored) -> dict[str, An
 
 def _check_classes(spam_filter: SpamFilter, labels: Sequence[str]) -> None:
     unknown = sorted(set(labels) - set(spam_filter.classes))
+    known = ", ".join(spam_filter.classes) or "no class"
     if unknown:
-        raise ValueError(f"the model has no class {unknown[0]!r}; it knows {spam_filter.classes}")
+        raise ValueError(f"the model has no class {unknown[0]!r}; it knows {known}")
     if len(spam_filter.classes) < 2:
-        raise ValueError(f"the model knows only {spam_filter.classes}; evaluate needs two classes")
+        raise ValueError(f"the model knows only {known}; evaluate needs two classes")
 
 
 def evaluate_model(

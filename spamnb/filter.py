@@ -518,7 +518,8 @@ class SpamFilter:
         """
         positive = self.positive_class()
         if positive is None or len(self.classes) < 2:
-            raise ValueError(f"the model needs a spam class and another ({self.classes})")
+            has = ", ".join(self.classes) or "no class"
+            raise ValueError(f"the model needs a spam class and another (it has {has})")
         x = sp.csr_matrix(x)
         jll = self.joint_log_likelihood(x)[0]
         negative = max(

@@ -262,7 +262,8 @@ def score_message(
 
     spam_filter = load(model_path, trust=trust)
     if spam_filter.positive_class() is None or len(spam_filter.classes) < 2:
-        raise ValueError(f"the model needs a spam class and another ({spam_filter.classes})")
+        has = ", ".join(spam_filter.classes) or "no class"
+        raise ValueError(f"the model needs a spam class and another (it has {has})")
     tokens = spam_filter.tokenize([data])
     arrays = table_arrays(spam_filter)
     if arrays is not None:

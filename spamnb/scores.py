@@ -132,7 +132,7 @@ def _class_groups(labels: np.ndarray, seed: int) -> list[np.ndarray]:
     if too_small:
         listed = ", ".join(repr(c) for c in too_small)
         raise ValueError(
-            f"every class needs at least 2 examples to be split, but {listed} "
+            f"every class needs at least 2 messages to be split, but {listed} "
             f"{'has' if len(too_small) == 1 else 'have'} only 1"
         )
     rng = np.random.default_rng(seed)

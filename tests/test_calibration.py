@@ -73,6 +73,10 @@ def test_platt_on_scores_all_alike_gives_the_base_rate():
     assert slope == 0.0
     # The mean of the smoothed targets: two spam at 3/4, three ham at 1/5.
     assert 1 / (1 + np.exp(-intercept)) == pytest.approx((2 * 3 / 4 + 3 / 5) / 5)
+    # Alike to rounding (a spread of 5e-12 at 10): no slope either, however long it runs.
+    nearly = np.array([10, 10 + 5e-12] * 4)
+    for iterations in (50, 200):
+        assert fit_platt(nearly, np.array([False, True] * 4), iterations)[0] == 0.0
 
 
 def test_platt_needs_both_classes():

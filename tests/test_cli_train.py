@@ -198,7 +198,7 @@ def test_a_class_new_to_the_model_is_warned_of(tmp_path, sample_maildir):
     typo = run("train", "-m", model, "--label", f"Spam={sample_maildir / 'spam' / 'new'}")
     assert typo.exit_code == 0
     assert typo.stderr.splitlines() == [
-        "Warning: adding the class 'Spam' to the model's 'spam', 'ham' (did you mean 'spam'?)"
+        "Warning: added the class 'Spam' to the model's 'spam', 'ham' (did you mean 'spam'?)"
     ]
     # Known classes, and a first training, warn of nothing.
     known = run("train", "-m", model, "--spam", sample_maildir / "spam" / "new")
@@ -528,6 +528,10 @@ def test_scoring_options_alone_are_set_in_an_existing_model(tmp_path, sample_mai
     # Setting what the model has already changes nothing, and says nothing of it.
     again = run("train", "-m", model, "--alpha", "0.1")
     assert again.exit_code == 0 and "refits" not in again.stderr
+    # With mail it knows already (or too little to refit on), the old fit stays too.
+    known = train_sample(model, sample_maildir, "--alpha", "0.5")
+    assert known.exit_code == 0 and "refits them" in known.stderr
+    assert load(model).calibration == before.calibration
     # No model at the path: a mistyped path, not a new empty model.
     assert_one_line_error(
         run("train", "-m", tmp_path / "missing.joblib", "--alpha", "0.1"), "there is no model"
@@ -575,6 +579,10 @@ def test_allow_empty_takes_an_emptied_junk_folder_as_no_mail(tmp_path, sample_ma
     )
     assert outcome["learned"] == len(list((sample_maildir / "spam" / "new").iterdir()))
     assert load(model).model.class_counts.sum() == before + outcome["learned"]
+    # An empty folder under a class the model lacks adds no class, and says none.
+    quiet = run("train", "-m", model, "--allow-empty", "--label", f"news={junk}")
+    assert quiet.exit_code == 0 and "class" not in quiet.stderr
+    assert load(model).classes == ["spam", "ham"]
     # Nothing at all to learn in a new model is still an error, and makes no model.
     assert_one_line_error(
         run("train", "-m", tmp_path / "new.joblib", "--allow-empty", "--spam", junk),
