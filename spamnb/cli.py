@@ -53,9 +53,9 @@ def spread_multi_path_options(args: Sequence[str]) -> list[str]:
     `--label work=a b` as `--label work=a --label work=b`.
 
     A value list ends at the next word that starts with '-' (a lone '-' is stdin, a
-    value) or at '--'.  After a --label's NAME=PATH, the words that follow are paths of
-    the same NAME, whatever they hold ('=' included): another class needs its own
-    --label.
+    value) or at '--'.  After a --label, a word NAME=PATH starts a class (as it always
+    has: `--label junk=a work=b` is two classes) and a word without '=' is one more path
+    of the class before it; so a path holding '=' is given as NAME=PATH.
     """
     out: list[str] = []
     current: str | None = None
@@ -75,12 +75,12 @@ def spread_multi_path_options(args: Sequence[str]) -> list[str]:
             out.append(arg)
             continue
         if current and (arg == "-" or not arg.startswith("-")):
+            if current == "--label" and "=" in arg:
+                label_name = arg.partition("=")[0]
+            elif current == "--label" and label_name is not None:
+                arg = f"{label_name}={arg}"
             if out[-1] != current:
                 out.append(current)
-                if current == "--label" and label_name is not None:
-                    arg = f"{label_name}={arg}"
-            elif current == "--label":
-                label_name = arg.partition("=")[0] if "=" in arg else None
             out.append(arg)
             continue
         current = None
@@ -206,7 +206,8 @@ def labelled_path_options(func: Callable) -> Callable:
         (
             "--label",
             "NAME=PATH...",
-            "Messages of class NAME, for models with other classes (repeat it per class).",
+            "Messages of class NAME, for models with other classes; more NAME=PATH, or "
+            "PATHs of the same class, may follow.",
         ),
         ("--ham", "PATH...", "Good mail: files, directories, mbox, Maildir or MH ('-': stdin)."),
         ("--spam", "PATH...", "Spam: files, directories, mbox, Maildir or MH ('-': stdin)."),
@@ -758,8 +759,8 @@ def main() -> None:
 @click.option(
     "--allow-empty",
     is_flag=True,
-    help="A folder or mbox without messages (a junk folder emptied since the last run) "
-    "adds none instead of being an error.",
+    help="A folder, mbox or file without messages (a junk folder emptied since the "
+    "last run) adds none instead of being an error.",
 )
 @parallel_options
 @json_option
@@ -1773,7 +1774,7 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 
 # The names by which a shell user means an open descriptor of this process.
 OPEN_DESCRIPTORS = {"/dev/stdout": 1, "/dev/stderr": 2}
-DESCRIPTOR_PATH = re.compile(r"/(?:dev|proc/self)/fd/([0-9]+)")
+DESCRIPTOR_PATH = re.compile(r"/(?:dev|proc/self)/fd/([0-9]{1,9})")
 
 
 def open_descriptor(path: Path) -> int | None:
@@ -2195,10 +2196,9 @@ def top_odds(
     except ValueError as exc:
         raise fail(str(exc)) from None
     if not towards_positive and not towards_negative:
-        warn(
-            f"no token was seen {min_count:,} times or more in the model's mail; "
-            "a lower --min-count shows rarer ones"
-        )
+        # The model's own --min-count and --max-features may leave nothing to show.
+        lower = "; a lower --min-count shows rarer ones" if min_count > 1 else ""
+        warn(f"no token the model scores was seen {min_count:,} times or more{lower}")
     if as_json:
         print_json(
             {

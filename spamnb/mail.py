@@ -510,8 +510,6 @@ def iter_messages(
     if not is_dir and not is_file:
         raise MailSourceError(f"{_show(text)} is neither a directory nor a regular file")
 
-    if allow_empty and stat.S_ISREG(mode) and status.st_size == 0:
-        return iter(())
     expect_some = _yield_all if allow_empty else _expect_some
     data: bytes | None = None
     forced = fmt is not None
@@ -531,6 +529,8 @@ def iter_messages(
     elif fmt == "maildir" and not _is_maildir(text):
         raise MailSourceError(f"{_show(text)} is not a Maildir (it has no cur/ or new/ folder)")
 
+    if allow_empty and stat.S_ISREG(mode) and status.st_size == 0:
+        return iter(())  # an emptied mbox, or an empty file of a glob
     if fmt == "file":
         return _iter_one_file(text, data)
     if fmt == "dir":

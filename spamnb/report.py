@@ -107,8 +107,10 @@ def info_table(info: dict[str, Any]) -> Table:
             how = "set by hand"
         elif cutoffs.get("fitted_on"):
             how = f"chosen on {cutoffs['fitted_on']:,} held-out messages"
-        else:
+        elif "spam" in info["messages"] and len(info["messages"]) >= 2:
             how = "defaults: the spam score is not calibrated yet"
+        else:
+            how = "defaults"
         _add_row(
             table,
             "cut-offs",

@@ -432,9 +432,13 @@ def dump_checksummed(payload: dict[str, Any], stream: BinaryIO) -> None:
 
 
 def _make_folder(folder: Path) -> None:
-    """Create the model's folder if it is missing, private (0700) as the model is, and
-    as the XDG specification asks of the folders it names (~/.local/share/spamnb)."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    """Create the model's folder and any missing above it, private (0700) as the model
+    is, and as the XDG specification asks of the folders it makes (~/.local/share and
+    its spamnb/).  (``mkdir(parents=True)`` gives the parents the default mode.)"""
+    missing = [folder, *folder.parents]
+    missing = list(reversed(missing[: next(i for i, f in enumerate(missing) if f.is_dir())]))
+    for each in missing:
+        each.mkdir(mode=0o700, exist_ok=True)
 
 
 @contextmanager

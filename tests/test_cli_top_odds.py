@@ -51,6 +51,11 @@ def test_empty_tables_say_why(tmp_path, sample_maildir):
     assert data["towards_positive"] == data["towards_negative"] == []
     assert "a lower --min-count" in result.stderr
     assert "--min-count" not in run("top-odds", "-m", model).stderr
+    # The model's own --min-count can hide every token: no lower one helps then.
+    run("train", "-m", model, "--min-count", "100000")
+    hidden = run("top-odds", "-m", model, "--min-count", "1")
+    assert "no token the model scores" in hidden.stderr
+    assert "a lower --min-count" not in hidden.stderr
 
 
 def test_unknown_class(tmp_path, sample_maildir):

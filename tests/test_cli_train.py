@@ -243,6 +243,12 @@ def test_general_labels(tmp_path, sample_maildir):
         "junk": len(list(spam.glob("[cn]*/*"))),
         "work": len(list(ham.glob("[cn]*/*"))),
     }
+    # And one --label may name several classes, each NAME=PATH starting one.
+    both = run_json("train", "-m", tmp_path / "m3.joblib", "--label", f"junk={spam}", f"work={ham}")
+    assert {name: row["trained"] for name, row in both["classes"].items()} == {
+        "junk": len(list(spam.glob("[cn]*/*"))),
+        "work": len(list(ham.glob("[cn]*/*"))),
+    }
 
 
 def test_one_message_from_stdin(tmp_path, sample_maildir):
@@ -257,11 +263,13 @@ def test_model_path_from_environment(tmp_path, sample_maildir, monkeypatch):
     assert run("train", "--spam", sample_maildir / "spam").exit_code == 0
     assert (tmp_path / "env-model.joblib").exists()
     monkeypatch.delenv("SPAMNB_MODEL")
-    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg" / "share"))
     assert run("train", "--spam", sample_maildir / "spam").exit_code == 0
-    assert (tmp_path / "xdg" / "spamnb" / "model.joblib").exists()
-    # Made private, as the XDG specification asks and as the model itself is.
-    assert (tmp_path / "xdg" / "spamnb").stat().st_mode & 0o777 == 0o700
+    assert (tmp_path / "xdg" / "share" / "spamnb" / "model.joblib").exists()
+    # Every folder it made is private, as the XDG specification asks and as the model
+    # itself is.
+    for made in ("xdg", "xdg/share", "xdg/share/spamnb"):
+        assert (tmp_path / made).stat().st_mode & 0o777 == 0o700, made
 
 
 def test_info_describes_the_model(tmp_path, sample_maildir):
