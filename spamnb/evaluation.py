@@ -104,7 +104,7 @@ def full_report(scored: Scored, train_counts: Mapping[str, int] | Sequence[str])
     is_spam = np.asarray(scored.labels, dtype=object) == positive
     called_spam = np.asarray(scored.predicted, dtype=object) == positive
     counts = confusion_counts(scored.labels, scored.predicted, positive)
-    report["intervals"] = rates_with_intervals(**counts)
+    report["intervals"] = rates_with_intervals(**counts, correct=int(scored.correct().sum()))
     ranking = scored.decision if scored.decision is not None else scored.spam_probability()
     if is_spam.all() or not is_spam.any():
         return report

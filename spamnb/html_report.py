@@ -363,9 +363,11 @@ def _summary(report: Mapping[str, Any]) -> str:
                 "area above the ROC curve (TREC); lower is better",
             )
         )
+    # With three classes or more, the spam measures set spam against all the rest.
+    other = "ham" if len(report.get("classes", ())) <= 2 else "other mail"
     for side, label, meaning in (
-        ("ham", "hm%", "ham misclassified as spam: false positives"),
-        ("spam", "sm%", "spam misclassified as ham: false negatives"),
+        ("ham", "hm%", f"{other} misclassified as spam: false positives"),
+        ("spam", "sm%", f"spam misclassified as {other}: false negatives"),
     ):
         rate, count, total = _misclassification(report, side)
         if rate is not None:

@@ -194,6 +194,8 @@ def _interval(row: dict[str, Any] | None) -> str:
 
 def _summary_table(report: dict[str, Any]) -> Table:
     intervals = report.get("intervals") or {}
+    # With three classes or more, the spam measures set spam against all the rest.
+    other = "ham" if len(report["classes"]) == 2 else "other mail"
     table = _table("Summary", "measure", "value", "95% interval", right=("value", "95% interval"))
     _add_row(table, "test messages", f"{report['n']:,}", "")
     accuracy = intervals.get("accuracy")
@@ -214,17 +216,22 @@ def _summary_table(report: dict[str, Any]) -> Table:
         "",
     )
     for key, what in (
-        ("ham_misclassification", "ham called spam (hm)"),
-        ("spam_misclassification", "spam called ham (sm)"),
+        ("ham_misclassification", f"{other} called spam (hm)"),
+        ("spam_misclassification", f"spam called {other} (sm)"),
     ):
         row = intervals.get(key)
         if row:
             _add_row(
-                table, what, _with_count(row["value"], row["count"], row["of"]), _interval(row)
+                table,
+                what,
+                _with_count(row["value"], row["count"], row["of"]),
+                _interval(row) if row["value"] is not None else "",
             )
     trec = report.get("trec")
     if trec:
-        _add_row(table, "lam (logistic average)", _percent(trec["lam"]), "")
+        # A rate of 0 has no logit: lam then adds 0.5 to each count (see trec_measures).
+        corrected = " (0.5 added to each count)" if trec.get("lam_corrected") else ""
+        _add_row(table, "lam (logistic average)", _percent(trec["lam"]) + corrected, "")
     _add_row(table, "ROC AUC", _number(report["roc_auc"]), "")
     if trec and trec.get("one_minus_roca") is not None:
         _add_row(table, "1 - ROC AUC (1-ROCA)", _percent(trec["one_minus_roca"]), "")
@@ -240,14 +247,20 @@ def _summary_table(report: dict[str, Any]) -> Table:
         _add_row(
             table,
             f"unsure (score {band})",
-            f"{unsure['spam']:,} spam, {unsure['ham']:,} ham",
+            f"{unsure['spam']:,} spam, {unsure['ham']:,} {other}",
             "",
         )
         _add_row(
-            table, "ham called spam at the cut-off", f"{score['false_positives_at_cutoff']:,}", ""
+            table,
+            f"{other} called spam at the cut-off",
+            f"{score['false_positives_at_cutoff']:,}",
+            "",
         )
         _add_row(
-            table, "spam called ham at the cut-off", f"{score['false_negatives_at_cutoff']:,}", ""
+            table,
+            f"spam called {other} at the cut-off",
+            f"{score['false_negatives_at_cutoff']:,}",
+            "",
         )
     return table
 

@@ -149,20 +149,31 @@ def _rate(count: int, of: int, confidence: float) -> dict[str, Any]:
 
 
 def rates_with_intervals(
-    tp: int, fp: int, tn: int, fn: int, confidence: float = 0.95
+    tp: int,
+    fp: int,
+    tn: int,
+    fn: int,
+    confidence: float = 0.95,
+    correct: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Accuracy and both misclassification rates, each with its Wilson interval.
 
-    Spam is the positive class.  Keys: ``accuracy`` ((tp + tn) of all), ``ham_misclassification``
-    (fp of the ham, fp + tn) and ``spam_misclassification`` (fn of the spam, fn + tp); each
-    ``{"value", "low", "high", "count", "of"}``, with ``value`` None and the interval (0, 1)
-    when ``of`` is 0.
+    Spam is the positive class.  Keys: ``accuracy`` (``correct`` of all, by default tp
+    + tn), ``ham_misclassification`` (fp of the ham, fp + tn) and
+    ``spam_misclassification`` (fn of the spam, fn + tp); each ``{"value", "low",
+    "high", "count", "of"}``, with ``value`` None and the interval (0, 1) when ``of`` is
+    0.  With three classes or more, "ham" is all mail but spam, and tp + tn counts a
+    message of one such class called another as right: ``correct`` is then the number
+    the accuracy is of.
     """
     tp, fp = _count(tp, "tp"), _count(fp, "fp")
     tn, fn = _count(tn, "tn"), _count(fn, "fn")
+    right = tp + tn if correct is None else _count(correct, "correct")
+    if right > tp + tn:
+        raise ValueError(f"correct ({right}) cannot exceed tp + tn ({tp + tn})")
     _z(confidence)  # validate once, before any of the three
     return {
-        "accuracy": _rate(tp + tn, tp + fp + tn + fn, confidence),
+        "accuracy": _rate(right, tp + fp + tn + fn, confidence),
         "ham_misclassification": _rate(fp, fp + tn, confidence),
         "spam_misclassification": _rate(fn, fn + tp, confidence),
     }

@@ -202,6 +202,22 @@ def test_learning_curve_of_an_online_run_leaves_copies_out(tmp_path, sample_mail
     assert doubled["learning_curve"] == plain["learning_curve"]
 
 
+def test_three_classes_count_accuracy_as_the_matrix_does(sample_maildir):
+    # Spam against the rest counted a message of one other class called another as
+    # right, so the accuracy's count and interval were of another number.
+    spam, ham = sample_maildir / "spam", sample_maildir / "ham"
+    args = ["evaluate", "--spam", spam / "cur", "--ham", ham / "cur"]
+    args += ["--label", f"news={spam / 'new'}", f"lists={ham / 'new'}", "--online"]
+    report = run_json(*args)
+    rows = report["confusion_matrix"]["rows"]
+    right = sum(rows[i][i] for i in range(len(rows)))
+    interval = report["intervals"]["accuracy"]
+    assert interval["count"] == right and interval["of"] == report["n"]
+    assert interval["low"] <= report["accuracy"] == right / report["n"] <= interval["high"]
+    shown = run(*args).stdout
+    assert "other mail called spam (hm)" in shown and "ham called spam" not in shown
+
+
 def test_human_report_fits_80_columns_without_colour(sample_maildir):
     from click.testing import CliRunner
 

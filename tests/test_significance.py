@@ -194,3 +194,14 @@ def test_rates_reject_bad_counts():
         rates_with_intervals(1, -1, 3, 4)
     with pytest.raises(ValueError):
         rates_with_intervals(1, 2, 3, 4, confidence=95)
+
+
+def test_accuracy_of_more_classes_counts_the_right_calls_it_is_given():
+    # Spam against the rest: 8 other-class messages called "not spam", of which only 5
+    # had their own class right.
+    rates = rates_with_intervals(tp=4, fp=1, tn=8, fn=2, correct=9)
+    assert (rates["accuracy"]["count"], rates["accuracy"]["of"]) == (9, 15)
+    assert rates["accuracy"]["low"] <= 9 / 15 <= rates["accuracy"]["high"]
+    assert rates["ham_misclassification"]["of"] == 9
+    with pytest.raises(ValueError, match="cannot exceed"):
+        rates_with_intervals(tp=4, fp=1, tn=8, fn=2, correct=13)
