@@ -264,13 +264,16 @@ def _source_warnings(tokens: Sequence[str], whose: str) -> list[dict[str, str]]:
 def data_warnings(
     class_counts: Mapping[str, int],
     top_tokens: Sequence[str] | Mapping[str, Sequence[str]] = (),
+    *,
+    intervals: bool = True,
 ) -> list[dict[str, str]]:
     """Warnings ``{"kind", "message"}`` about data that make the numbers misleading.
 
     ``class_counts`` maps each class to its number of messages (of the part the numbers
     come from).  ``top_tokens`` are the highest-odds tokens, either one list or a mapping
     of class to that class's list (so that "three tokens naming one server" is counted
-    within a class).  Kinds, in this order:
+    within a class).  ``intervals``: whether the report shows the rates' intervals,
+    which the small-class warning then points to.  Kinds, in this order:
 
     - ``small-class``: a class has fewer than 200 messages;
     - ``class-ratio``: the largest class is more than 10 times the smallest;
@@ -287,7 +290,7 @@ def data_warnings(
         if count < MIN_CLASS_MESSAGES:
             step = 100.0 / count if count else None
             moves = (
-                f"one error moves its rate by {step:.2g} percentage points"
+                f"one error moves its rate by {step:.3g} percentage points"
                 if step is not None
                 else "its rates cannot be measured at all"
             )
@@ -296,7 +299,8 @@ def data_warnings(
                     "kind": "small-class",
                     "message": (
                         f"Class {label!r} has only {count} message{'s' if count != 1 else ''}: "
-                        f"{moves}, so its error rates are rough (see their intervals)."
+                        f"{moves}, so its error rates are rough"
+                        + (" (see their intervals)." if intervals else ".")
                     ),
                 }
             )

@@ -952,7 +952,7 @@ def small_class_warning(labels: Sequence[str]) -> None:
     if count < MIN_CLASS_MESSAGES:
         warn(
             f"only {_count(count, label + ' message')}: one error moves that class's "
-            f"rate by {100 / count:.2g} percentage points, so settings a few errors "
+            f"rate by {100 / count:.3g} percentage points, so settings a few errors "
             "apart are equal within the folds' noise"
         )
 
@@ -1553,9 +1553,9 @@ def evaluate(
         report["top_odds"] = top_odds
     report["cut"] = tokenizer_cuts(items, token_lists, trained.settings)
     report["copies"] = copies
-    report["warnings"] = report_warnings(labels, top_odds) + cut_warnings(
-        report["cut"], trained.settings, "used"
-    )
+    # Of the tested messages (a split's test part): one error moves their rates.
+    tested = report_warnings(scored.labels, top_odds, intervals="intervals" in report)
+    report["warnings"] = tested + cut_warnings(report["cut"], trained.settings, "used")
     if warning := copies_warning(copies):
         report["warnings"].append(warning)
     if warning := in_model_warning(report["protocol"].get("in_model", 0), len(items)):
@@ -2120,7 +2120,7 @@ def tune(
             )
     except ValueError as exc:
         raise fail(f"cannot tune: {exc}") from None
-    small_class_warning(labels)
+    small_class_warning([labels[i] for i in result.tuned_on])
     tuned_n, test_n = len(result.tuned_on), len(result.test_indices)
     description = (
         f"Tuned by {folds}-fold stratified cross-validation (seed {seed}) on {tuned_n:,} "

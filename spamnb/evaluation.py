@@ -376,10 +376,11 @@ def top_odds_section(spam_filter: SpamFilter, count: int = TOP_ODDS_SHOWN) -> di
 
 
 def report_warnings(
-    labels: Sequence[str], top_odds: Mapping[str, Any] | None
+    labels: Sequence[str], top_odds: Mapping[str, Any] | None, *, intervals: bool = True
 ) -> list[dict[str, str]]:
-    """Signs that the numbers may mislead: small or lopsided classes, and top tokens
-    that tell the mail's sources apart rather than its content."""
+    """Signs that the numbers may mislead: small or lopsided classes (``labels`` are
+    those of the messages the rates are of), and top tokens that tell the mail's
+    sources apart rather than its content."""
     from .caveats import data_warnings
 
     # Per class, so that "three tokens name one server" is counted within one class.
@@ -387,7 +388,7 @@ def report_warnings(
     if top_odds:
         for side, label in (("towards_positive", "positive"), ("towards_negative", "negative")):
             tokens[top_odds[label]] = [row["token"] for row in top_odds[side]]
-    return data_warnings(Counter(labels), tokens)
+    return data_warnings(Counter(labels), tokens, intervals=intervals)
 
 
 def first_copies(digests: Sequence[str], labels: Sequence[str]) -> tuple[list[int], dict[str, int]]:

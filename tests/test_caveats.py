@@ -176,8 +176,11 @@ def test_small_class():
     message = warnings[0]["message"]
     assert "'spam'" in message and "150" in message
     # 100 / 150 = 0.67 percentage points per error
-    assert "0.67" in message
+    assert "0.667" in message
     assert data_warnings({"spam": 200, "ham": 200}) == []
+    # A report without intervals (no spam class) is not pointed to them.
+    (bare,) = data_warnings({"work": 150, "news": 1000}, intervals=False)
+    assert bare["message"].endswith("are rough.") and "interval" not in bare["message"]
     assert kinds(data_warnings({"spam": 199, "ham": 199})) == ["small-class", "small-class"]
 
 

@@ -173,6 +173,19 @@ def test_a_model_evaluated_on_mail_it_learnt_is_warned_of(tmp_path, sample_maild
     assert "in-model" not in {w["kind"] for w in fresh["warnings"]}
 
 
+def test_small_class_warnings_count_the_messages_the_rates_are_of(sample_maildir):
+    # A split's rates are of its test part: 9 of each class here, not the 30 given.
+    spam, ham = sample_maildir / "spam", sample_maildir / "ham"
+    report = run_json("evaluate", "--spam", spam, "--ham", ham, "--test-size", "0.3")
+    assert report["intervals"]["spam_misclassification"]["of"] == 9
+    small = [w["message"] for w in report["warnings"] if w["kind"] == "small-class"]
+    assert len(small) == 2 and all("only 9 messages" in m and "11.1 percentage" in m for m in small)
+    # Folds test every message once: all 30 of a class.
+    folds = run_json("evaluate", "--spam", spam, "--ham", ham, "--folds", "3")
+    small = [w["message"] for w in folds["warnings"] if w["kind"] == "small-class"]
+    assert all("only 30 messages" in m for m in small)
+
+
 def split_report(corpus: dict) -> dict:
     """evaluate --json on the 70/30 stratified split with seed 0, as the issues measure."""
     return run_json(
