@@ -851,10 +851,10 @@ def train(
                     hint = " (use --new to replace it)" if isinstance(exc, NotAModelError) else ""
                     raise fail(f"{exc}{hint}") from None
                 classes_before = list(spam_filter.classes)
-                scored_as = scoring_settings(spam_filter), spam_filter.mistakes.weight
+                scored_as = scoring_settings(spam_filter)
                 fitted_as = calibration_fit(spam_filter)
                 apply_scoring_options(spam_filter, scoring)
-                rescored = (scoring_settings(spam_filter), spam_filter.mistakes.weight) != scored_as
+                rescored = scoring_settings(spam_filter) != scored_as
                 outcome: dict[str, Any] = {
                     "learned": 0,
                     "moved": 0,
@@ -1495,10 +1495,13 @@ def evaluate(
     if report_path is not None:
         check_report_dependency()
     spam_filter: SpamFilter | None = None
+    rescored = False  # a model scored with options other than its own
     if model_path is not None or not (protocols or option_sets):
         # Load the model before reading any mail: a wrong -m should fail at once.
         spam_filter, path = load_filter(model_path)
+        model_options = scoring_settings(spam_filter)
         apply_scoring_options(spam_filter, scoring)
+        rescored = scoring_settings(spam_filter) != model_options
     items, labels = read_labelled(pairs, mail_format, recursive)
     copies = {"copies": 0, "relabelled": 0}
     if spam_filter is None and not online:
@@ -1546,7 +1549,13 @@ def evaluate(
             )
     except ValueError as exc:
         raise fail(f"cannot evaluate: {exc}") from None
-    from .evaluation import copies_warning, in_model_warning, report_warnings, top_odds_section
+    from .evaluation import (
+        copies_warning,
+        in_model_warning,
+        report_warnings,
+        score_warnings,
+        top_odds_section,
+    )
 
     top_odds = top_odds_section(trained)
     if top_odds:
@@ -1560,6 +1569,7 @@ def evaluate(
         report["warnings"].append(warning)
     if warning := in_model_warning(report["protocol"].get("in_model", 0), len(items)):
         report["warnings"].append(warning)
+    report["warnings"] += score_warnings(report, rescored=rescored)
     if predictions_path is not None:
         write_predictions(predictions_path, items, scored)
     if report_path is not None:
@@ -1921,6 +1931,7 @@ def scoring_settings(spam_filter: SpamFilter) -> dict[str, Any]:
         "max_features": model.max_features,
         "selection": model.selection,
         "word_pairs": bool(spam_filter.settings.word_pairs),
+        "mistake_weight": spam_filter.mistakes.weight,
     }
 
 

@@ -437,6 +437,51 @@ def in_model_warning(in_model: int, n: int) -> dict[str, str] | None:
     }
 
 
+def score_warnings(report: Mapping[str, Any], *, rescored: bool = False) -> list[dict[str, str]]:
+    """Signs that the scores themselves mislead: accuracy no better than the majority
+    baseline; a spam score left uncalibrated (a training part with too few messages of
+    a class), or (``rescored``: a model scored with other options than its own)
+    calibrated for other options."""
+    warnings = []
+    if report["accuracy"] <= report["baseline_accuracy"]:
+        warnings.append(
+            {
+                "kind": "baseline",
+                "message": f"accuracy {100 * report['accuracy']:.2f}% is no better than "
+                f"always saying {report['baseline_class']!r} "
+                f"({100 * report['baseline_accuracy']:.2f}%)",
+            }
+        )
+    section = report.get("spam_score")
+    if not section:
+        return warnings
+    fits = section.get("folds") or [section]
+    bare = sum(not fit["fitted_on"] and not fit["chosen_cutoffs"] for fit in fits)
+    if bare:
+        which = (
+            "the spam score was"
+            if len(fits) == 1
+            else f"{bare} of {len(fits)} folds' spam scores were"
+        )
+        warnings.append(
+            {
+                "kind": "uncalibrated",
+                "message": f"{which} not calibrated (too few messages of a class to fit it on): "
+                "the raw probability with the default cut-offs, which the spam score's ECE, "
+                "unsure band and counts at the cut-offs are of",
+            }
+        )
+    elif rescored:
+        warnings.append(
+            {
+                "kind": "calibration",
+                "message": "the model's spam score was calibrated under its own options, not "
+                "these: its ECE, unsure band and counts at the cut-offs are of that calibration",
+            }
+        )
+    return warnings
+
+
 # --------------------------------------------------------------------------- compare
 
 

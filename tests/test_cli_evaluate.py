@@ -186,6 +186,31 @@ def test_small_class_warnings_count_the_messages_the_rates_are_of(sample_maildir
     assert all("only 30 messages" in m for m in small)
 
 
+def test_scores_that_mislead_are_warned_of(tmp_path, sample_maildir):
+    import shutil
+
+    spam, ham = tmp_path / "spam", tmp_path / "ham"
+    shutil.copytree(sample_maildir / "ham" / "cur", ham)
+    spam.mkdir()
+    for source in sorted((sample_maildir / "spam" / "cur").iterdir())[:3]:
+        shutil.copy(source, spam)
+    # A training part with one spam: no calibration, and accuracy at the baseline.
+    report = run_json("evaluate", "--spam", spam, "--ham", ham, "--test-size", "0.9")
+    assert report["spam_score"]["fitted_on"] == 0
+    kinds = {w["kind"] for w in report["warnings"]}
+    assert {"uncalibrated", "baseline"} <= kinds
+    assert report["protocol"]["mistake_weight"] == 0.5
+    # A model scored under other options than its own, whose calibration they miss.
+    model = tmp_path / "m.joblib"
+    run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    mail = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    own = run_json("evaluate", "-m", model, *mail)
+    assert not {"uncalibrated", "calibration", "baseline"} & {w["kind"] for w in own["warnings"]}
+    other = run_json("evaluate", "-m", model, *mail, "--alpha", "1", "--mistake-weight", "0")
+    assert "calibration" in {w["kind"] for w in other["warnings"]}
+    assert other["protocol"]["mistake_weight"] == 0
+
+
 def split_report(corpus: dict) -> dict:
     """evaluate --json on the 70/30 stratified split with seed 0, as the issues measure."""
     return run_json(
