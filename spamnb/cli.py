@@ -942,19 +942,22 @@ def uncalibrated_warning(spam_filter: SpamFilter) -> None:
     )
 
 
-def small_class_warning(labels: Sequence[str]) -> None:
-    """Warn that a tuning corpus with a small class cannot tell close settings apart."""
+def small_class_warning(labels: Sequence[str]) -> dict[str, str] | None:
+    """The warning that a tuning corpus with a small class cannot tell close settings
+    apart, if it has one."""
     from collections import Counter
 
     from .caveats import MIN_CLASS_MESSAGES
 
     label, count = min(Counter(labels).items(), key=lambda pair: (pair[1], pair[0]))
-    if count < MIN_CLASS_MESSAGES:
-        warn(
-            f"only {_count(count, label + ' message')}: one error moves that class's "
-            f"rate by {100 / count:.3g} percentage points, so settings a few errors "
-            "apart are equal within the folds' noise"
-        )
+    if count >= MIN_CLASS_MESSAGES:
+        return None
+    return {
+        "kind": "small-class",
+        "message": f"only {_count(count, label + ' message')}: one error moves that class's "
+        f"rate by {100 / count:.3g} percentage points, so settings a few errors apart are "
+        "equal within the folds' noise",
+    }
 
 
 def calibration_fit(spam_filter: SpamFilter) -> tuple[float, float, int]:
@@ -2106,8 +2109,6 @@ def tune(
         raise fail("tune needs both kinds of mail: --spam PATH... and --ham PATH...")
     items, labels = read_labelled(labelled_sources(spam, ham, ()), mail_format, recursive)
     items, labels, copies = without_copies(items, labels)
-    if warning := copies_warning(copies):
-        warn(warning["message"])
     try:
         grid = make_grid(event_models, alphas, max_features)
     except ValueError as exc:
@@ -2131,7 +2132,14 @@ def tune(
             )
     except ValueError as exc:
         raise fail(f"cannot tune: {exc}") from None
-    small_class_warning([labels[i] for i in result.tuned_on])
+    warnings = [
+        warning
+        for warning in (
+            copies_warning(copies),
+            small_class_warning([labels[i] for i in result.tuned_on]),
+        )
+        if warning
+    ]
     tuned_n, test_n = len(result.tuned_on), len(result.test_indices)
     description = (
         f"Tuned by {folds}-fold stratified cross-validation (seed {seed}) on {tuned_n:,} "
@@ -2159,10 +2167,14 @@ def tune(
         "chosen": {**result.setting.to_dict(), "train_options": result.setting.train_options()},
         "cutoffs": result.cutoffs,
         "test": result.test,
+        "copies": copies,
+        "warnings": warnings,
     }
     if as_json:
         print_json(report)
         return
+    for warning in warnings:
+        warn(warning["message"])
     from .report import tuning_report
 
     stdout_console().print(tuning_report(report), crop=False)  # see tuning_report

@@ -23,7 +23,10 @@ def rank(row_and_position):
 
 def test_json_has_every_setting_and_chooses_by_the_rule(sample_maildir):
     report = run_json("tune", *mail(sample_maildir), *SMALL, "--folds", "3", "--seed", "1")
-    assert set(report) == {"protocol", "grid", "chosen", "cutoffs", "test"}
+    assert set(report) == {"protocol", "grid", "chosen", "cutoffs", "test", "copies", "warnings"}
+    # With --json the caveats are in the object, where a script reads them.
+    assert [w["kind"] for w in report["warnings"]] == ["small-class"]
+    assert report["copies"] == {"copies": 0, "relabelled": 0}
     assert report["test"] is None
     assert report["protocol"]["tuned_n"] == 60
     assert report["protocol"]["test_n"] == 0
