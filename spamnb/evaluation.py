@@ -218,6 +218,8 @@ def evaluate_split(
 ) -> tuple[dict[str, Any], Scored, SpamFilter]:
     """Train a new filter on a stratified part, test it on the rest; returns the
     report, the test part's outcomes and the trained filter."""
+    if len(set(labels)) < 2:
+        raise ValueError(f"the mail has only the class {labels[0]!r}; evaluate needs two classes")
     train_idx, test_idx = stratified_split(labels, test_size, seed)
     spam_filter = new_filter()
     train_tokens = [token_lists[i] for i in train_idx]

@@ -132,6 +132,11 @@ def test_errors(tmp_path, sample_maildir):
         ),
         "nope",
     )
+    # One class of mail: no model was given, so none is to blame.
+    assert_one_line_error(
+        run("evaluate", "--spam", sample_maildir / "spam", "--test-size", "0.3"),
+        "the mail has only the class 'spam'",
+    )
 
 
 def test_copies_are_used_once_so_none_is_tested_on_its_own_training(tmp_path, sample_maildir):
