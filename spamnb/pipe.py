@@ -257,6 +257,86 @@ def score_message(
             return verdict, score, _cut(size, max_size, tokens, settings)
         except (KeyError, IndexError, TypeError, ValueError):
             pass  # a damaged table: the model itself still scores
+    return score_apart(data, size, model_path, trust=trust, max_size=max_size)
+
+
+def score_apart(
+    data: bytes,
+    size: int,
+    model_path: str,
+    *,
+    trust: bool,
+    max_size: int | None,
+) -> tuple[str, float, str]:
+    """:func:`score_with_model` in a child process, where the system has fork.
+
+    Only this road imports numpy and unpickles the model, and some failures there do
+    not raise: under a tight memory limit (ulimit -v 80 MB) OpenBLAS gave up while
+    numpy was imported and ended the process, with the message unwritten.  A child
+    that dies leaves this process to pass the message on unchanged.  The fork costs a
+    millisecond on a road that loads the whole model.  What the child's libraries
+    print on stderr comes back with its answer, so that the one line this process
+    says can name the cause.
+    """
+    if not hasattr(os, "fork"):
+        return score_with_model(data, size, model_path, trust=trust, max_size=max_size)
+    reading, writing = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child's report is what the tests check
+        os.close(reading)
+        os.dup2(writing, 2)
+        try:
+            verdict, score, cut = score_with_model(
+                data, size, model_path, trust=trust, max_size=max_size
+            )
+            answer = f"{_ANSWER}ok\t{verdict}\t{score!r}\t{cut}"
+        except BaseException as exc:  # noqa: BLE001 - told to the parent, which fails safe
+            answer = f"{_ANSWER}error\t{describe(exc)}"
+        try:
+            view = memoryview(answer.encode("utf-8", "backslashreplace"))
+            while view:
+                view = view[os.write(writing, view) :]
+        finally:
+            os._exit(0)
+    os.close(writing)
+    chunks = []
+    with open(reading, "rb") as answer_stream:
+        while chunk := answer_stream.read(1 << 16):
+            chunks.append(chunk)
+    _, status = os.waitpid(child, 0)
+    said, marked, answer = b"".join(chunks).decode("utf-8", "replace").rpartition(_ANSWER)
+    fields = answer.split("\t")
+    if marked and fields[0] == "ok" and len(fields) == 4:
+        return fields[1], float(fields[2]), fields[3]
+    if marked and fields[0] == "error" and len(fields) >= 2:
+        raise ValueError("\t".join(fields[1:]))
+    last = (said or answer).strip().splitlines()[-1:]
+    cause = f": {describe(ValueError(last[0]))}" if last else ""
+    raise RuntimeError(f"scoring with the model ended without a verdict ({_ended(status)}){cause}")
+
+
+# Starts the child's answer, after anything its libraries printed on stderr.
+_ANSWER = "\nspamnb answer\t"
+
+
+def _ended(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return f"killed by signal {os.WTERMSIG(status)}"
+    return f"exit status {os.waitstatus_to_exitcode(status)}"
+
+
+def score_with_model(
+    data: bytes,
+    size: int,
+    model_path: str,
+    *,
+    trust: bool,
+    max_size: int | None,
+) -> tuple[str, float, str]:
+    """The slow road of :func:`score_message`: the whole model loaded and scored."""
+    # numpy's OpenBLAS starts a thread with its own buffers per core; one message
+    # needs no second thread, and each costs memory a tight limit may not have.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .store import load
     from .table import ScoringTable, encode_table, table_arrays
 
@@ -312,8 +392,10 @@ def run(
 
     data = b""
     too_large = False
+    whole = False  # whether ``data`` is all of the message
     try:
         data = read_at_most(stdin, max_size + 1)
+        whole = len(data) <= max_size
         if not data:
             raise ValueError("standard input is empty")
         model_problem = check_model(model_path, trust)
@@ -324,7 +406,9 @@ def run(
         value = verdict_header(verdict, score, __version__, cut)
         output = insert_header(data, header_name, value, complete=not too_large)
     except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the mail must get through
-        return pass_through(data, stdin, stdout, stderr, describe(exc))
+        # Read to its end already, stdin is not read again: under a memory limit the
+        # next read's buffer of a MiB was the allocation that failed.
+        return pass_through(data, None if whole else stdin, stdout, stderr, describe(exc))
     try:
         if too_large and header_continues(data):
             # The header section goes on past what was read: keep renaming there.
@@ -455,8 +539,9 @@ def pass_through(
         if stdin is not None:
             copy_rest(stdin, stdout)
         flush_all(stdout)
-    except (OSError, ValueError) as exc:
-        say(stderr, f"cannot write the message: {exc}")
+    except (OSError, ValueError, MemoryError) as exc:
+        # The status still tells the mail program to keep its own copy.
+        say(stderr, f"cannot write the message: {describe(exc)} (first: {error})")
         return EXIT_ERROR
     say(stderr, error)
     return EXIT_ERROR

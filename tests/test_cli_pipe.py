@@ -97,6 +97,31 @@ def test_tokenizer_crash_passes_the_message_unchanged(model, sample_maildir, mon
     assert result.exit_code == 3 and result.stdout_bytes == message
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the model is scored apart where there is fork")
+def test_a_scorer_that_dies_without_raising_still_delivers_the_mail(
+    tmp_path, sample_maildir, monkeypatch
+):
+    # Without its table the pipe loads the whole model, and numpy's OpenBLAS, out of
+    # memory, ended the process from inside the import with the mail unwritten.
+    path = tmp_path / "model.joblib"
+    run("train", "-m", path, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    Path(f"{path}.table").unlink()
+    message = sample_messages(sample_maildir, "spam")[1]
+    plain = run("classify", "--pipe", "-m", path, input=message)
+    assert plain.exit_code == 0 and b"X-Spamnb: Spam" in plain.stdout_bytes
+
+    def die(*args, **kwargs):
+        os.write(2, b"libfoo: allocation failed, giving up\n")
+        os._exit(1)
+
+    monkeypatch.setattr("spamnb.pipe.score_with_model", die)
+    result = run("classify", "--pipe", "-m", path, input=message)
+    assert result.exit_code == 3
+    assert result.stdout_bytes == message
+    (line,) = result.stderr.strip().splitlines()
+    assert "ended without a verdict (exit status 1): libfoo: allocation failed" in line
+
+
 def test_empty_input_and_paths_with_pipe(model):
     empty = run("classify", "--pipe", "-m", model, input=b"")
     assert empty.exit_code == 3 and empty.stdout_bytes == b""

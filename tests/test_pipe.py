@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import io
 import re
 
 from cli_helpers import without_added_header
@@ -11,12 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spamnb.pipe import (
+    EXIT_ERROR,
     HeaderRenamer,
     header_block_end,
     header_continues,
     insert_header,
     is_field_name,
+    pass_through,
     rename_existing,
+    run,
     verdict_header,
 )
 
@@ -192,3 +196,42 @@ def test_renaming_streamed_past_the_first_part_equals_renaming_the_whole(
         rest = rest[size:]
     streamed.append(renamer.finish())
     assert b"".join(streamed) == rename_existing(message, "X-Spamnb")
+
+
+class _EndThenNoMemory(io.RawIOBase):
+    """Stdin holding ``data``, whose reads after its end has been told fail as a read's
+    buffer does under a tight memory limit (ulimit -v)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.ended = data, False
+
+    def read(self, size: int = -1) -> bytes:
+        if self.data:
+            data, self.data = self.data, b""
+            return data
+        if self.ended:
+            raise MemoryError
+        self.ended = True
+        return b""
+
+
+def test_a_message_read_whole_is_not_read_again_on_the_failure_path(tmp_path):
+    message = b"From: a@example.com\nSubject: hi\n\nbody\n"
+    stdout, stderr = io.BytesIO(), io.StringIO()
+    status = run(_EndThenNoMemory(message), stdout, stderr, tmp_path / "no-model.joblib")
+    assert status == EXIT_ERROR
+    assert stdout.getvalue() == message
+    (line,) = stderr.getvalue().splitlines()
+    assert "no usable model" in line
+
+
+def test_running_out_of_memory_while_passing_mail_through_is_one_line_and_exit_3():
+    stdin = _EndThenNoMemory(b"")
+    stdin.ended = True
+    stdout, stderr = io.BytesIO(), io.StringIO()
+    status = pass_through(b"Subject: x\n\nbody\n", stdin, stdout, stderr, "no usable model")
+    assert status == EXIT_ERROR
+    assert stdout.getvalue() == b"Subject: x\n\nbody\n"
+    (line,) = stderr.getvalue().splitlines()
+    assert line.startswith("spamnb: cannot write the message: MemoryError")
+    assert "(first: no usable model)" in line
