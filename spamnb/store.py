@@ -250,7 +250,7 @@ def from_payload(payload: object, path: Path, *, checksummed: bool = True) -> Sp
             mistakes=mistakes,
             mistake_copies=mistake_copies,
         )
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise NotAModelError(f"{path} is a damaged spamnb model file ({detail})") from None
 

@@ -204,6 +204,7 @@ def test_default_model_path(tmp_path):
         lambda p: p.update(format_version="1"),
         lambda p: p.update(format_version=0),
         lambda p: p.pop("model"),
+        lambda p: p["model"].update(class_counts=[2**70, 1]),
     ],
     ids=[
         "classes",
@@ -215,16 +216,21 @@ def test_default_model_path(tmp_path):
         "version-str",
         "version-0",
         "missing",
+        "huge-count",
     ],
 )
 def test_inconsistent_payloads_are_refused_at_load(tmp_path, trained, damage):
     path = tmp_path / "model.joblib"
     payload = to_payload(trained)
     damage(payload)
-    joblib.dump(payload, path)
+    # Written with a good checksum, as a crafted file would be: dumped plainly, every
+    # case was refused for its missing checksum header before its own fault was seen.
+    with open(path, "wb") as stream:
+        dump_checksummed(payload, stream)
     with pytest.raises(ModelFileError, match="damaged") as caught:
         load(path)
     assert "\n" not in str(caught.value)
+    assert "checksum" not in str(caught.value)
 
 
 def test_save_through_a_symlink_updates_the_target(tmp_path, trained):
