@@ -169,7 +169,7 @@ def trust_option(func: Callable) -> Callable:
         expose_value=False,
         callback=_remember_trust,
         help="Load models even if another user owns them or others may write them "
-        "(loading a model runs code in it).",
+        "(whoever can change a model decides what it calls spam).",
     )(func)
 
 

@@ -335,13 +335,12 @@ def model_status(path: Path) -> os.stat_result | None:
 def load(path: Path, *, trust: bool = False) -> SpamFilter:
     """Read a model file.
 
-    Unpickling runs code named in the file, so a model file is a program: unless
-    ``trust`` is set, refuse one that another user owns or that others may write,
-    since anyone who can change it can make spamnb run anything.  The checks are
-    made on the open file, so the file cannot be swapped between check and load.
+    The payload is unpickled by :func:`unpickle_payload`, which builds plain data only,
+    so a file cannot make spamnb run code.  Still, whoever can change a model decides
+    what it calls spam: unless ``trust`` is set, refuse one that another user owns or
+    that others may write.  The checks are made on the open file, so the file cannot
+    be swapped between check and load.
     """
-    import joblib
-
     path = Path(path)
     status = model_status(path)
     if status is None:
@@ -365,7 +364,7 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
                 stream.seek(HEADER_SIZE)
             else:
                 stream.seek(0)  # a format 1 or 2 file: a bare joblib payload
-            payload = joblib.load(stream)
+            payload = unpickle_payload(stream, path)
     except ModelFileError:
         raise
     except OSError as exc:
@@ -373,6 +372,54 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
     except Exception:  # noqa: BLE001 - truncated or foreign files fail in many ways inside pickle
         raise NotAModelError(f"{path} is not a spamnb model file, or it is damaged") from None
     return from_payload(payload, path, checksummed=checksummed)
+
+
+# The globals a model's pickle names: a payload is dicts, lists, strings, numbers and
+# numpy arrays (see to_payload), and joblib writes each array as a NumpyArrayWrapper
+# (naming numpy.ndarray as its class) followed by its bytes.
+PAYLOAD_GLOBALS = frozenset(
+    {("numpy", "dtype"), ("numpy", "ndarray"), ("joblib.numpy_pickle", "NumpyArrayWrapper")}
+)
+
+
+def unpickle_payload(stream: BinaryIO, path: Path) -> Any:
+    """What joblib.load(stream) gives for a model's payload, refusing anything else.
+
+    Unpickling calls whatever functions a file names, so a foreign or crafted file
+    given as a model ran its code before it could be refused (a reviewer's file made
+    spamnb run a shell command, then said "not a spamnb model file").  This
+    unpickler builds only PAYLOAD_GLOBALS, and no array of Python objects, which
+    joblib reads with plain pickle, outside these checks.
+    """
+    import inspect
+    import pickle
+
+    from joblib.numpy_pickle import NumpyArrayWrapper, NumpyUnpickler
+
+    class PayloadUnpickler(NumpyUnpickler):
+        dispatch = NumpyUnpickler.dispatch.copy()
+
+        def find_class(self, module: str, name: str) -> Any:
+            if (module, name) not in PAYLOAD_GLOBALS:
+                raise pickle.UnpicklingError(f"it names {module}.{name}, which no model holds")
+            return super().find_class(module, name)
+
+        def load_build(self) -> None:
+            # Before BUILD the stack ends with the object and then its state.
+            if len(self.stack) >= 2 and isinstance(self.stack[-2], NumpyArrayWrapper):
+                state = self.stack[-1]
+                dtype = state.get("dtype") if isinstance(state, dict) else None
+                if not hasattr(dtype, "hasobject") or dtype.hasobject:
+                    raise pickle.UnpicklingError("it holds an array of Python objects")
+            NumpyUnpickler.load_build(self)
+
+        dispatch[pickle.BUILD[0]] = load_build
+
+    # joblib 1.3 added the byte-order argument (arrays come back in native order).
+    native = {}
+    if "ensure_native_byte_order" in inspect.signature(NumpyUnpickler.__init__).parameters:
+        native["ensure_native_byte_order"] = True
+    return PayloadUnpickler(str(path), stream, **native).load()
 
 
 def _verify_checksum(stream: BinaryIO, header: bytes, path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 import time
+from pathlib import Path
 
 import joblib
 import numpy as np
@@ -405,3 +406,39 @@ def test_token_hashes_that_are_not_right_are_hashed_again(tmp_path, trained, rec
     np.testing.assert_array_equal(
         load(path).vocabulary.hashes, token_hashes(loaded.vocabulary.tokens)
     )
+
+
+class _Touches:
+    """Unpickled, it creates its marker file: what a crafted model's code could do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+@pytest.mark.parametrize("where", ["bare", "checksummed", "in-an-object-array"])
+def test_a_model_file_cannot_make_spamnb_run_code(tmp_path, trained, where):
+    marker = tmp_path / "ran"
+    path = tmp_path / "model.joblib"
+    if where == "in-an-object-array":
+        # joblib reads an array of objects with plain pickle, past the unpickler's checks.
+        payload = to_payload(trained)
+        payload["model"]["class_counts"] = np.array([_Touches(marker), 1], dtype=object)
+    else:
+        payload = {"format": "spamnb-model", "model": _Touches(marker)}
+    if where == "bare":
+        joblib.dump(payload, path)
+    else:
+        with open(path, "wb") as stream:
+            dump_checksummed(payload, stream)
+    with pytest.raises(ModelFileError, match="not a spamnb model file"):
+        load(path)
+    assert not marker.exists()
+    # The same file unpickled by joblib itself runs the code: the test's file is live.
+    with open(path, "rb") as stream:
+        if where != "bare":
+            stream.seek(HEADER_SIZE)
+        joblib.load(stream)
+    assert marker.exists()
