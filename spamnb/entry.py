@@ -102,10 +102,13 @@ def main() -> None:
     options = fast_pipe_options(args)
     if options is not None:
         from .paths import default_model_file
-        from .pipe import EXIT_ERROR, run
+        from .pipe import EXIT_ERROR, run, say
 
         if sys.stdin is None or sys.stdout is None:
-            sys.exit(EXIT_ERROR)  # no message to read, or nowhere to write it
+            # No message to read, or nowhere to write it: the status tells the mail
+            # program to keep its copy, and stderr, if open, says why.
+            say(sys.stderr, f"standard {'input' if sys.stdin is None else 'output'} is closed")
+            sys.exit(EXIT_ERROR)
         model_path = options.pop("model", None)
         if model_path is None:  # an empty -m "" is a wrong path, as for every command
             model_path = default_model_file()
@@ -121,9 +124,10 @@ def main() -> None:
     if not (is_pipe_invocation(args) or misspelt):
         _run_reporting_output_errors(cli)
         return
-    from .pipe import EXIT_ERROR, pass_through
+    from .pipe import EXIT_ERROR, pass_through, say
 
     if sys.stdin is None or sys.stdout is None:
+        say(sys.stderr, f"standard {'input' if sys.stdin is None else 'output'} is closed")
         sys.exit(EXIT_ERROR)
     if any(a in ("-h", "--help", "--version") for a in args):
         # Help on stdout would be delivered as the mail: never in pipe mode.

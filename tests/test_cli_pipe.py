@@ -122,6 +122,24 @@ def test_a_scorer_that_dies_without_raising_still_delivers_the_mail(
     assert "ended without a verdict (exit status 1): libfoo: allocation failed" in line
 
 
+@pytest.mark.parametrize("closed", ["stdin", "stdout"])
+def test_a_closed_standard_stream_is_said_and_exit_3(model, closed):
+    # The mail program keeps its copy on status 3; stderr says why, as for every error.
+    command = [sys.executable, "-m", "spamnb", "classify", "--pipe", "-m", str(model)]
+    result = subprocess.run(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        pass_fds=(),
+        preexec_fn=lambda: os.close(0 if closed == "stdin" else 1),
+        check=False,
+    )
+    assert result.returncode == 3
+    word = "input" if closed == "stdin" else "output"
+    assert result.stderr.decode() == f"spamnb: standard {word} is closed\n"
+
+
 def test_empty_input_and_paths_with_pipe(model):
     empty = run("classify", "--pipe", "-m", model, input=b"")
     assert empty.exit_code == 3 and empty.stdout_bytes == b""
