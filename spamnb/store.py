@@ -391,7 +391,6 @@ def unpickle_payload(stream: BinaryIO, path: Path) -> Any:
     unpickler builds only PAYLOAD_GLOBALS, and no array of Python objects, which
     joblib reads with plain pickle, outside these checks.
     """
-    import inspect
     import pickle
 
     from joblib.numpy_pickle import NumpyArrayWrapper, NumpyUnpickler
@@ -415,11 +414,11 @@ def unpickle_payload(stream: BinaryIO, path: Path) -> Any:
 
         dispatch[pickle.BUILD[0]] = load_build
 
-    # joblib 1.3 added the byte-order argument (arrays come back in native order).
-    native = {}
-    if "ensure_native_byte_order" in inspect.signature(NumpyUnpickler.__init__).parameters:
-        native["ensure_native_byte_order"] = True
-    return PayloadUnpickler(str(path), stream, **native).load()
+    try:
+        unpickler = PayloadUnpickler(str(path), stream, ensure_native_byte_order=True)
+    except TypeError:  # a joblib before the byte-order argument, which it always did
+        unpickler = PayloadUnpickler(str(path), stream)
+    return unpickler.load()
 
 
 def _verify_checksum(stream: BinaryIO, header: bytes, path: Path) -> None:
