@@ -17,6 +17,7 @@ import re
 # Without importing typing, which costs the pipe filter's start-up.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import BinaryIO, TextIO
 
     from .tokens import TokenizerSettings
@@ -257,18 +258,13 @@ def score_message(
             return verdict, score, _cut(size, max_size, tokens, settings)
         except (KeyError, IndexError, TypeError, ValueError):
             pass  # a damaged table: the model itself still scores
-    return score_apart(data, size, model_path, trust=trust, max_size=max_size)
+    return score_apart(
+        lambda: score_with_model(data, size, model_path, trust=trust, max_size=max_size)
+    )
 
 
-def score_apart(
-    data: bytes,
-    size: int,
-    model_path: str,
-    *,
-    trust: bool,
-    max_size: int | None,
-) -> tuple[str, float, str]:
-    """:func:`score_with_model` in a child process, where the system has fork.
+def score_apart(score: Callable[[], tuple[str, float, str]]) -> tuple[str, float, str]:
+    """``score()`` (:func:`score_with_model`) in a child process, where there is fork.
 
     Only this road imports numpy and unpickles the model, and some failures there do
     not raise: under a tight memory limit (ulimit -v 80 MB) OpenBLAS gave up while
@@ -279,17 +275,15 @@ def score_apart(
     says can name the cause.
     """
     if not hasattr(os, "fork"):
-        return score_with_model(data, size, model_path, trust=trust, max_size=max_size)
+        return score()
     reading, writing = os.pipe()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child's report is what the tests check
         os.close(reading)
         os.dup2(writing, 2)
         try:
-            verdict, score, cut = score_with_model(
-                data, size, model_path, trust=trust, max_size=max_size
-            )
-            answer = f"{_ANSWER}ok\t{verdict}\t{score!r}\t{cut}"
+            verdict, spam_score, cut = score()
+            answer = f"{_ANSWER}ok\t{verdict}\t{spam_score!r}\t{cut}"
         except BaseException as exc:  # noqa: BLE001 - told to the parent, which fails safe
             answer = f"{_ANSWER}error\t{describe(exc)}"
         try:
