@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "LocalCounts",
     "Vocabulary",
+    "class_sums",
     "count_matrix",
     "cut_flags",
     "local_counts",
@@ -187,6 +188,18 @@ def count_matrix(
     matrix = sp.csr_matrix((data, indices, indptr), shape=(n, len(vocabulary)))
     matrix.sum_duplicates()
     return matrix
+
+
+def class_sums(
+    rows: np.ndarray, n_classes: int, weights: float | np.ndarray = 1.0
+) -> sp.csr_matrix:
+    """A classes-by-messages matrix whose product with a matrix of the messages' rows
+    sums them per class (message i into class ``rows[i]``, times its weight): one
+    sparse product per statistic, however many messages."""
+    import scipy.sparse as sp
+
+    values = np.broadcast_to(np.asarray(weights, dtype=np.float64), (len(rows),))
+    return sp.csr_matrix((values, (rows, np.arange(len(rows)))), shape=(n_classes, len(rows)))
 
 
 def presence(X: sp.spmatrix) -> sp.csr_matrix:

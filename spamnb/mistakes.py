@@ -40,7 +40,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .calibration import LENGTH_EXPONENT
-from .counts import token_crcs, used_columns
+from .counts import class_sums, token_crcs, used_columns
 
 __all__ = [
     "MISTAKE_WEIGHT",
@@ -304,10 +304,7 @@ class MistakeTable:
 
     def add(self, P: sp.csr_matrix, rows: np.ndarray, copies: np.ndarray, sign: int = 1) -> None:
         """Add (or take back) ``copies`` of each presence row to its class ``rows``."""
-        indicator = sp.csr_matrix(
-            (sign * np.asarray(copies, dtype=np.float64), (rows, np.arange(len(rows)))),
-            shape=(self.counts.shape[0], len(rows)),
-        )
+        indicator = class_sums(rows, self.counts.shape[0], sign * np.asarray(copies, float))
         n = P.shape[1]
         self.counts[:, :n] += (indicator @ P).toarray()
         if sign < 0:
@@ -324,10 +321,7 @@ class MistakeTable:
         columns = used_columns(P)
         columns = columns[usable[columns] & (columns < self.counts.shape[1])]
         P_columns = P[:, columns]
-        indicator = sp.csr_matrix(
-            (np.asarray(copies, dtype=np.float64), (rows, np.arange(len(rows)))),
-            shape=(self.counts.shape[0], len(rows)),
-        )
+        indicator = class_sums(rows, self.counts.shape[0], np.asarray(copies, float))
         before = self.counts[:, columns].astype(np.float64)
         after = np.maximum(before - (indicator @ P_columns).toarray(), 0)
         active = self.active(usable)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .counts import presence, used_columns
+from .counts import class_sums, presence, used_columns
 from .scores import log_odds_against_rest, log_posteriors
 
 __all__ = ["EVENT_MODELS", "NaiveBayes"]
@@ -105,11 +105,7 @@ class NaiveBayes:
         X = sp.csr_matrix(X)
         rows = np.array([self._class_row(label) for label in labels], dtype=np.int64)
         self._grow(X.shape[1])
-        # One sparse product per statistic: a class-indicator matrix times X.
-        indicator = sp.csr_matrix(
-            (np.full(len(rows), float(sign)), (rows, np.arange(len(rows)))),
-            shape=(len(self.classes), len(rows)),
-        )
+        indicator = class_sums(rows, len(self.classes), float(sign))
         present = presence(X)
         n = X.shape[1]
         self.token_counts[:, :n] += (indicator @ X).toarray()
@@ -268,10 +264,7 @@ class NaiveBayes:
         columns = used_columns(X)
         X_cols = X[:, columns]
         present = presence(X_cols)
-        indicator = sp.csr_matrix(
-            (np.ones(len(rows)), (rows, np.arange(len(rows)))),
-            shape=(len(self.classes), len(rows)),
-        )
+        indicator = class_sums(rows, len(self.classes))
         taken_tokens = (indicator @ X_cols).toarray()
         taken_docs = (indicator @ present).toarray()
         # Counts stay counts, as add_counts keeps them when it subtracts.
@@ -321,10 +314,7 @@ class NaiveBayes:
         X = self.fit_columns(X)
         rows = np.array([self.classes.index(label) for label in labels], dtype=np.int64)
         columns = used_columns(X)
-        indicator = sp.csr_matrix(
-            (np.ones(len(rows)), (rows, np.arange(len(rows)))),
-            shape=(len(self.classes), len(rows)),
-        )
+        indicator = class_sums(rows, len(self.classes))
         taken = (indicator @ X[:, columns]).toarray()
         remaining = np.maximum(self.token_counts[:, columns] - taken, 0).sum(axis=0)
         held_out = active.copy()
