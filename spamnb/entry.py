@@ -97,18 +97,25 @@ def _near_pipe(name: str) -> bool:
     return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
 
 
+def exit_without_streams() -> None:
+    """End the pipe filter at once, with status 3, when it has no message to read or
+    nowhere to write it: the status tells the mail program to keep its copy, and
+    stderr, if open, says why."""
+    from .pipe import EXIT_ERROR, say
+
+    if sys.stdin is None or sys.stdout is None:
+        say(sys.stderr, f"standard {'input' if sys.stdin is None else 'output'} is closed")
+        sys.exit(EXIT_ERROR)
+
+
 def main() -> None:
     args = sys.argv[1:]
     options = fast_pipe_options(args)
     if options is not None:
         from .paths import default_model_file
-        from .pipe import EXIT_ERROR, run, say
+        from .pipe import run
 
-        if sys.stdin is None or sys.stdout is None:
-            # No message to read, or nowhere to write it: the status tells the mail
-            # program to keep its copy, and stderr, if open, says why.
-            say(sys.stderr, f"standard {'input' if sys.stdin is None else 'output'} is closed")
-            sys.exit(EXIT_ERROR)
+        exit_without_streams()
         model_path = options.pop("model", None)
         if model_path is None:  # an empty -m "" is a wrong path, as for every command
             model_path = default_model_file()
@@ -124,11 +131,9 @@ def main() -> None:
     if not (is_pipe_invocation(args) or misspelt):
         _run_reporting_output_errors(cli)
         return
-    from .pipe import EXIT_ERROR, pass_through, say
+    from .pipe import pass_through
 
-    if sys.stdin is None or sys.stdout is None:
-        say(sys.stderr, f"standard {'input' if sys.stdin is None else 'output'} is closed")
-        sys.exit(EXIT_ERROR)
+    exit_without_streams()
     if any(a in ("-h", "--help", "--version") for a in args):
         # Help on stdout would be delivered as the mail: never in pipe mode.
         error = "--help and --version are not available with --pipe"

@@ -510,7 +510,6 @@ def iter_messages(
     if not is_dir and not is_file:
         raise MailSourceError(f"{_show(text)} is neither a directory nor a regular file")
 
-    expect_some = _yield_all if allow_empty else _expect_some
     data: bytes | None = None
     forced = fmt is not None
     if fmt is None:
@@ -534,14 +533,18 @@ def iter_messages(
     if fmt == "file":
         return _iter_one_file(text, data)
     if fmt == "dir":
-        return expect_some(text, _iter_dir(text, skip))
+        return _expect_some(text, _iter_dir(text, skip), allow_empty=allow_empty)
     if fmt == "mbox":
         # Named mbox by the user (forced) it is split at every envelope line, a blank
         # line before it or not (files made by concatenating messages have none).
-        return expect_some(text, _iter_mbox(text, skip, after_blank=not forced))
+        return _expect_some(
+            text, _iter_mbox(text, skip, after_blank=not forced), allow_empty=allow_empty
+        )
     if fmt == "maildir":
-        return expect_some(text, _iter_maildir(text, recursive, skip, set()))
-    return expect_some(text, _iter_mh(text, recursive, skip, set()))
+        return _expect_some(
+            text, _iter_maildir(text, recursive, skip, set()), allow_empty=allow_empty
+        )
+    return _expect_some(text, _iter_mh(text, recursive, skip, set()), allow_empty=allow_empty)
 
 
 def _ignore_skip(source: str, reason: str) -> None:
@@ -595,17 +598,15 @@ def _iter_one_file(path: str, data: bytes | None) -> Iterator[MailItem]:
     yield _checked(path, data)
 
 
-def _expect_some(path: str, items: Iterator[MailItem]) -> Iterator[MailItem]:
+def _expect_some(
+    path: str, items: Iterator[MailItem], *, allow_empty: bool = False
+) -> Iterator[MailItem]:
     found = False
     for item in items:
         found = True
         yield item
-    if not found:
+    if not found and not allow_empty:
         raise MailSourceError(f"no messages found in {_show(path)}")
-
-
-def _yield_all(path: str, items: Iterator[MailItem]) -> Iterator[MailItem]:
-    return items
 
 
 def _open_without_blocking(path: str, flags: int) -> int:

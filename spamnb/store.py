@@ -481,9 +481,11 @@ def _make_folder(folder: Path) -> None:
     """Create the model's folder and any missing above it, private (0700) as the model
     is, and as the XDG specification asks of the folders it makes (~/.local/share and
     its spamnb/).  (``mkdir(parents=True)`` gives the parents the default mode.)"""
-    missing = [folder, *folder.parents]
-    missing = list(reversed(missing[: next(i for i, f in enumerate(missing) if f.is_dir())]))
-    for each in missing:
+    missing = []
+    while not folder.is_dir():
+        missing.append(folder)
+        folder = folder.parent
+    for each in reversed(missing):
         each.mkdir(mode=0o700, exist_ok=True)
 
 
