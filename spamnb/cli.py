@@ -168,8 +168,8 @@ def trust_option(func: Callable) -> Callable:
         is_flag=True,
         expose_value=False,
         callback=_remember_trust,
-        help="Load models even if another user owns them or others may write them "
-        "(whoever can change a model decides what it calls spam).",
+        help="Load models even if another user owns them, or others may write or replace "
+        "them (whoever can change a model decides what it calls spam).",
     )(func)
 
 
@@ -818,7 +818,7 @@ def train(
     try:
         # Before the lock, which would leave its file (and folders) at a mistyped path.
         refuse_an_empty_model(new or model_status(path) is None)
-        with training_lock(path):
+        with training_lock(path, trust=trusting()):
             # Read, add and write under the lock, so concurrent trainers add up.
             fresh = new or model_status(path) is None
             refuse_an_empty_model(fresh)
@@ -2278,7 +2278,7 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
     except ValueError as exc:
         raise fail(f"cannot merge: {exc}") from None
     try:
-        with training_lock(output):
+        with training_lock(output, trust=trusting()):
             # Again under the lock: a trainer may have made OUTPUT meanwhile, and a
             # merge would replace what it learnt.
             refuse_to_replace()

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ModelFileError",
+    "check_folders",
     "check_trusted",
     "default_model_file",
     "default_model_path",
@@ -51,14 +52,65 @@ def table_path(model_path: str | os.PathLike[str]) -> str:
 
 
 def check_trusted(status: os.stat_result, path: str | os.PathLike[str]) -> None:
-    """Refuse a file another user owns or others may write (see store.load)."""
+    """Refuse a file another user owns or others may write, or one in a folder where
+    someone else could put another file in its place (see store.load)."""
     if status.st_uid != os.getuid():
         raise ModelFileError(
-            f"{path} belongs to another user; loading it would run their code "
-            "(use --trust-model if you trust it)"
+            f"{path} belongs to another user, who decides what it calls spam "
+            "(use --trust-model if you trust them)"
         )
     if status.st_mode & 0o022:
         raise ModelFileError(
-            f"{path} is writable by others, who could make spamnb run their code; "
+            f"{path} is writable by others, who could change what it calls spam; "
             f"chmod go-w it (or use --trust-model)"
         )
+    check_folders(path)
+
+
+def check_folders(path: str | os.PathLike[str]) -> None:
+    """Each folder above the file, as named and as its links resolve, must belong to
+    this user or root, and be writable by nobody else unless sticky (as /tmp is): the
+    owner of a folder, or anyone who may write it, can rename another file over the
+    model, or another folder over the one it is in."""
+    seen = set()
+    for start in (os.path.abspath(path), os.path.realpath(path)):
+        folder = os.path.dirname(start)
+        while folder not in seen:
+            seen.add(folder)
+            try:
+                status = os.stat(folder)
+            except OSError:
+                return  # opening the file reports what is wrong with its path
+            if status.st_uid not in (0, os.getuid()):
+                raise ModelFileError(
+                    f"{path} is inside {folder}, which belongs to another user, who could "
+                    "put another model in its place (use --trust-model if you trust them)"
+                )
+            if _others_may_write_folder(status):
+                raise ModelFileError(
+                    f"{path} is inside {folder}, which others may write, so they could put "
+                    f"another model in its place; chmod go-w it (or use --trust-model)"
+                )
+            folder = os.path.dirname(folder)
+
+
+def _others_may_write_folder(status: os.stat_result) -> bool:
+    if status.st_mode & 0o1000:
+        return False  # sticky: only an entry's owner may rename or delete it
+    if status.st_mode & 0o002:
+        return True
+    if not status.st_mode & 0o020:
+        return False
+    # Group write is harmless for a user's private group, which Debian and Ubuntu give
+    # every user (umask 002 then makes each folder mkdir creates group-writable); it is
+    # the rule Debian's OpenSSH applies to ~/.ssh.  The model file itself is written
+    # 0600 by spamnb, so its own rule above needs no such exception.
+    import grp
+    import pwd
+
+    try:
+        group = grp.getgrgid(status.st_gid)
+        user = pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return True
+    return status.st_gid != os.getgid() or any(member != user for member in group.gr_mem)

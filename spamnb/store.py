@@ -31,7 +31,13 @@ import numpy as np
 from . import __version__
 from .calibration import Calibration
 from .counts import Vocabulary
-from .paths import ModelFileError, check_trusted, default_model_path, table_path
+from .paths import (
+    ModelFileError,
+    check_folders,
+    check_trusted,
+    default_model_path,
+    table_path,
+)
 from .table import checked_vocabulary_hashes, vocabulary_hashes
 from .tokens import TokenizerSettings
 
@@ -490,8 +496,11 @@ def _make_folder(folder: Path) -> None:
 
 
 @contextmanager
-def training_lock(path: Path) -> Iterator[None]:
+def training_lock(path: Path, *, trust: bool = False) -> Iterator[None]:
     """Serialise writers of one model (readers never wait: they see whole files).
+
+    Unless ``trust`` is set, refuse to write a model where others could replace it, as
+    loading it would be refused.
 
     Two trainers that each read, add and write would lose one's counts; an advisory
     lock on a companion file makes the second wait for the first.  The lock file is
@@ -503,6 +512,8 @@ def training_lock(path: Path) -> Iterator[None]:
     _refuse_other_than_a_file(path)
     try:
         _make_folder(path.parent)
+        if not trust:
+            check_folders(path)
         fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise ModelFileError(f"cannot lock model {path}: {exc.strerror or exc}") from None

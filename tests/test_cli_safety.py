@@ -38,6 +38,81 @@ def test_a_model_others_may_write_is_refused(model, sample_maildir):
     assert piped.exit_code == 3 and piped.stdout_bytes == message
 
 
+def test_a_model_in_a_folder_others_may_write_is_refused(tmp_path, sample_maildir):
+    # Whoever may write the folder can rename another file over the model.
+    shared = tmp_path / "shared"
+    model = shared / "model.joblib"
+    assert train_sample(model, sample_maildir).exit_code == 0
+    message = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
+    shared.chmod(0o777)
+    assert_one_line_error(run("info", "-m", model), str(shared), "others may write")
+    piped = run("classify", "--pipe", "-m", model, input=message)
+    assert piped.exit_code == 3 and piped.stdout_bytes == message
+    assert "others may write" in piped.stderr
+    assert run("info", "--trust-model", "-m", model).exit_code == 0
+    # Nor is a model written where it would be refused.
+    fresh = shared / "fresh.joblib"
+    assert_one_line_error(train_sample(fresh, sample_maildir), "others may write")
+    assert not fresh.exists()
+    assert train_sample(fresh, sample_maildir, "--trust-model").exit_code == 0
+    # A folder above counts too; a sticky one (as /tmp) lets nobody rename another's file.
+    shared.chmod(0o700)
+    tmp_path.chmod(0o777)
+    assert_one_line_error(run("info", "-m", model), str(tmp_path), "others may write")
+    tmp_path.chmod(0o1777)
+    assert run("info", "-m", model).exit_code == 0
+
+
+def test_a_model_in_another_users_folder_is_refused(model, monkeypatch):
+    import spamnb.paths
+
+    folder = str(model.parent)
+    real_stat = os.stat
+
+    def stat_as_if_given_away(path, *args, **kwargs):
+        status = real_stat(path, *args, **kwargs)
+        if os.fspath(path) == folder:
+            fields = list(status)
+            fields[4] = os.getuid() + 1000  # st_uid
+            return os.stat_result(fields)
+        return status
+
+    monkeypatch.setattr(spamnb.paths.os, "stat", stat_as_if_given_away)
+    assert_one_line_error(run("info", "-m", model), folder, "belongs to another user")
+    assert run("info", "--trust-model", "-m", model).exit_code == 0
+
+
+@pytest.mark.parametrize(
+    ("group_id", "members", "refused"),
+    [
+        ("mine", [], False),
+        ("mine", ["me"], False),
+        ("mine", ["me", "eve"], True),
+        ("other", [], True),
+    ],
+)
+def test_a_group_writable_folder_is_refused_unless_the_group_is_the_users_own(
+    monkeypatch, group_id, members, refused
+):
+    # Debian and Ubuntu give each user a group of their own and a umask of 002, so
+    # every folder they make is group-writable; that group lets nobody else in.
+    import grp
+    import pwd
+
+    from spamnb.paths import _others_may_write_folder
+
+    mine = os.getgid()
+    gid = mine if group_id == "mine" else mine + 1
+    monkeypatch.setattr(grp, "getgrgid", lambda g: grp.struct_group(("g", "x", g, members)))
+    monkeypatch.setattr(
+        pwd, "getpwuid", lambda u: pwd.struct_passwd(("me", "x", u, mine, "", "/", "/bin/sh"))
+    )
+    status = os.stat_result((0o40775, 0, 0, 2, os.getuid(), gid, 0, 0, 0, 0))
+    assert _others_may_write_folder(status) is refused
+    assert _others_may_write_folder(os.stat_result((0o41777, *status[1:]))) is False
+    assert _others_may_write_folder(os.stat_result((0o40755, *status[1:]))) is False
+
+
 def test_a_model_of_another_user_is_refused(model, monkeypatch, sample_maildir):
     # Seen from another user: the file's owner is no longer the one running spamnb.
     owner = os.stat(model).st_uid
@@ -300,9 +375,9 @@ def test_merge_does_not_replace_a_model_a_trainer_made_meanwhile(
     output = tmp_path / "merged.joblib"
     real_lock = spamnb.store.training_lock
 
-    def lock_after_a_trainer(path):
+    def lock_after_a_trainer(path, **kwargs):
         output.write_bytes(model.read_bytes())  # a trainer that held the lock first
-        return real_lock(path)
+        return real_lock(path, **kwargs)
 
     monkeypatch.setattr(spamnb.store, "training_lock", lock_after_a_trainer)
     assert_one_line_error(run("merge", output, *parts), "exists; use --force")
