@@ -2249,9 +2249,10 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
     Naive Bayes counts add, so models trained per folder, per shard or per user
     merge into the model one run over all their mail would have made.  The models
     must share tokenizer settings; scoring settings are the first model's, and the
-    calibration is that of the model fitted on the most mail (train refits it).
+    calibration is that of the model fitted on the most mail among those that score
+    alike (train refits it).
     """
-    from .merge import merge_filters
+    from .merge import calibration_left_unfitted, merge_filters
     from .store import ModelFileError, load, model_status, save, training_lock
 
     if len(models) < 2:
@@ -2259,20 +2260,28 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
 
     def refuse_to_replace() -> None:
         try:
-            if model_status(output) is not None and not force:
-                raise fail(f"{output} exists; use --force to replace it")
-        except ModelFileError as exc:
-            raise fail(str(exc)) from None
+            status = model_status(output)
+        except ModelFileError:
+            status = None  # the write below says what is wrong with the path
+        if status is not None and stat.S_ISDIR(status.st_mode):
+            raise fail(f"{output} is a folder; give the file to write the merged model to")
+        if status is not None and not force:
+            raise fail(f"{output} exists; use --force to replace it")
 
     refuse_to_replace()
-    if any(os.path.realpath(output) == os.path.realpath(model) for model in models):
+    real_paths = [os.path.realpath(model) for model in models]
+    if os.path.realpath(output) in real_paths:
         raise fail(f"{output} is also one of the models; write the merge to a new file")
+    for position, real in enumerate(real_paths):
+        if real in real_paths[:position]:
+            raise fail(f"{models[position]} is given twice; each model is added once")
     filters = []
     for model in models:
         try:
             filters.append(load(model, trust=trusting()))
         except ModelFileError as exc:
             raise fail(str(exc)) from None
+        warn_if_old_tokenizer(model, filters[-1].settings.version)
     try:
         merged = merge_filters(filters)
     except ValueError as exc:
@@ -2286,6 +2295,13 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
             size = save(merged, output)
     except ModelFileError as exc:
         raise fail(str(exc)) from None
+    if calibration_left_unfitted(filters):
+        warn(
+            "the merged model's spam score is not calibrated: every calibrated model "
+            "scores with another event model, k or mistake weight than the merge "
+            "(model 1's settings, the smallest mistake weight); the next training with "
+            "spam and ham fits it"
+        )
     summary = {
         "model": str(output),
         "merged": [str(model) for model in models],

@@ -554,8 +554,10 @@ class SpamFilter:
     ) -> tuple[list[dict], list[dict]]:
         """The ``n`` tokens with the highest P(w|positive)/P(w|negative), and the reverse.
 
-        Tokens seen fewer than ``min_count`` times in all are left out: a word seen
-        once has an odds ratio set mostly by the smoothing, not by the mail.
+        Tokens seen fewer than ``min_count`` times in the two classes are left out: a
+        word seen once has an odds ratio set mostly by the smoothing, not by the mail
+        (and in a model of more classes, one seen only in the others has none at all).
+        Equal ratios are listed in the vocabulary's order.
         """
         for label in (positive, negative):
             if label not in self.classes:
@@ -565,10 +567,10 @@ class SpamFilter:
         # The counts the ratios come from: messages containing the token for models
         # that count a token once per message, occurrences otherwise.
         counts = self.model.doc_counts if self.model.by_presence else self.model.token_counts
+        compared = [self.classes.index(positive), self.classes.index(negative)]
+        seen_enough = counts[compared].sum(axis=0) >= min_count
         # Tokens the model ignores (below its own min_count) are no evidence at all.
-        seen_enough = counts.sum(axis=0) >= min_count
         eligible = np.flatnonzero(seen_enough & self.model.active_features())
-        order = eligible[np.argsort(ratios[eligible], kind="stable")]
 
         def rows(columns: np.ndarray, sign: float) -> list[dict]:
             # Each table reports the log of its own ratio, so both read "higher = stronger".
@@ -583,6 +585,10 @@ class SpamFilter:
 
         # A table holds only tokens that point its way: with few of them, the rest of
         # it would be the other class's tokens at ratios below one.
-        towards_positive = order[ratios[order] > 0][::-1][:n]
-        towards_negative = order[ratios[order] < 0][:n]
+        def strongest(signed: np.ndarray) -> np.ndarray:
+            order = eligible[np.argsort(-signed[eligible], kind="stable")]
+            return order[signed[order] > 0][:n]
+
+        towards_positive = strongest(ratios)
+        towards_negative = strongest(-ratios)
         return rows(towards_positive, 1.0), rows(towards_negative, -1.0)

@@ -16,18 +16,22 @@ in the order the models are given:
 - scoring settings (event model, smoothing, vocabulary cut-offs): the first
   model's.  Counts do not depend on them, so any choice gives the same counts, and
   the first is the one the caller names first;
-- calibration: the one fitted on the most held-out messages (see ``_calibration``);
-- trained messages: the union; created: the earliest; updated: now;
 - mistake tables (see mistakes.py): summed like the counts, with the record of each
   message's copies, and the smallest weight of the models', so that merging a model
-  from before the table keeps the table out of scoring.  This is the one part a
-  merge does not reproduce exactly: the table depends on what the model knew when
-  each message came, so training on all the mail at once would add other copies.
+  from before the table, or one trained without it, keeps the table out of scoring
+  (its table lacks that model's hard mail).  This is the one part a merge does not
+  reproduce exactly: the table depends on what the model knew when each message
+  came, so training on all the mail at once would add other copies;
+- calibration: of the models that score as the merge does (the settings above), the
+  one fitted on the most held-out messages (see ``_calibration``); the first model's
+  cut-offs when they were set by hand;
+- trained messages: the union; created: the earliest; updated: now.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 
 import numpy as np
@@ -38,7 +42,7 @@ from .filter import SpamFilter
 from .mistakes import MistakeTable
 from .model import NaiveBayes
 
-__all__ = ["IncompatibleModels", "merge_filters"]
+__all__ = ["IncompatibleModels", "calibration_left_unfitted", "merge_filters"]
 
 
 class IncompatibleModels(ValueError):
@@ -81,7 +85,7 @@ def merge_filters(filters: Sequence[SpamFilter]) -> SpamFilter:
     model.class_counts = np.zeros(len(classes), dtype=np.int64)
     model.token_counts = np.zeros((len(classes), len(vocabulary)))
     model.doc_counts = np.zeros((len(classes), len(vocabulary)))
-    mistakes = MistakeTable(weight=min(f.mistakes.weight for f in filters))
+    mistakes = MistakeTable(weight=_merged_weight(filters))
     mistakes.fit_shape(len(classes), len(vocabulary))
     mistake_copies: dict[str, int] = {}
     for spam_filter in filters:
@@ -184,18 +188,64 @@ def _merged_trained(filters: list[SpamFilter]) -> dict[str, str]:
     return merged
 
 
+def _merged_weight(filters: Sequence[SpamFilter]) -> float:
+    return min(f.mistakes.weight for f in filters)
+
+
+def _scoring(spam_filter: SpamFilter, weight: float | None = None) -> tuple:
+    """What a calibration's scores depend on besides the counts."""
+    model = spam_filter.model
+    if weight is None:
+        weight = spam_filter.mistakes.weight
+    return (
+        model.event_model,
+        model.alpha,
+        model.min_count,
+        model.max_features,
+        model.selection,
+        weight,
+    )
+
+
+def _scoring_alike(filters: Sequence[SpamFilter]) -> list[SpamFilter]:
+    """The models whose scores are made as the merged model's are."""
+    merged = _scoring(filters[0], _merged_weight(filters))
+    return [f for f in filters if _scoring(f) == merged]
+
+
 def _calibration(filters: list[SpamFilter]) -> Calibration:
-    """The calibration fitted on the most held-out messages (the first of equals).
+    """Of the models that score as the merge does, the calibration fitted on the most
+    held-out messages (the first of equals); none fitted if none of them is.
 
     A calibration cannot be refitted from counts: it needs messages the model did
     not train on.  The one fitted on the most messages is the least noisy, the
     rule training itself follows (a small batch does not replace a calibration
-    fitted on more mail); its cut-offs go with it, chosen by hand or not, since they
-    are thresholds on its scores.  It was fitted against fewer counts than the
-    merged model has, so it is an approximation until the next training refits it.
+    fitted on more mail).  One fitted on the scores of another event model, k or
+    mistake weight maps other numbers, and would give wrong scores and verdicts
+    without a sign, so it is never taken.  Cut-offs go with the calibration they were
+    chosen on, except the first model's set by hand, which are kept as training keeps
+    them.  The calibration was fitted against fewer counts than the merged model
+    has, so it is an approximation until the next training refits it.
     """
+    alike = _scoring_alike(filters)
     # max() returns the first of equal maxima, so unfitted models keep model 1's.
-    return max(filters, key=lambda f: f.calibration.fitted_on).calibration
+    best = max(alike, key=lambda f: f.calibration.fitted_on).calibration if alike else None
+    first = filters[0].calibration
+    if best is None or not best.fitted_on:
+        best = Calibration() if first.fitted_on else first
+    if first.chosen_cutoffs:
+        best = replace(
+            best, ham_cutoff=first.ham_cutoff, spam_cutoff=first.spam_cutoff, chosen_cutoffs=True
+        )
+    return best
+
+
+def calibration_left_unfitted(filters: Sequence[SpamFilter]) -> bool:
+    """Whether a model's calibration was left out because every calibrated model
+    scores otherwise than the merge (another event model, k or mistake weight)."""
+    return any(f.calibration.fitted_on for f in filters) and not any(
+        f.calibration.fitted_on for f in _scoring_alike(filters)
+    )
 
 
 def _earliest(stamps: list[str]) -> str:

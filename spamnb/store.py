@@ -344,8 +344,8 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
     The payload is unpickled by :func:`unpickle_payload`, which builds plain data only,
     so a file cannot make spamnb run code.  Still, whoever can change a model decides
     what it calls spam: unless ``trust`` is set, refuse one that another user owns or
-    that others may write.  The checks are made on the open file, so the file cannot
-    be swapped between check and load.
+    that others may write or replace (paths.check_trusted).  The checks are made on
+    the open file, so the file cannot be swapped between check and load.
     """
     path = Path(path)
     status = model_status(path)
@@ -489,6 +489,8 @@ def _make_folder(folder: Path) -> None:
     its spamnb/).  (``mkdir(parents=True)`` gives the parents the default mode.)"""
     missing = []
     while not folder.is_dir():
+        if folder.exists():
+            raise ModelFileError(f"cannot write a model inside {folder}: it is not a folder")
         missing.append(folder)
         folder = folder.parent
     for each in reversed(missing):

@@ -95,3 +95,52 @@ def test_one_class_on_both_sides_is_refused(tmp_path):
     model = tmp_path / "any.joblib"
     result = run("top-odds", "-m", model, "--positive", "ham", "--negative", "ham")
     assert_one_line_error(result, "both 'ham'")
+
+
+def test_min_count_counts_the_two_classes_compared(tmp_path):
+    # In a model of three classes, a token of spam and news alike was listed as seen
+    # often enough, and tokens of news alone were ranked on the classes' totals.
+    bodies = {
+        "spam": ["prize offer", "prize offer", "offer", "offer"],
+        "ham": ["lunch", "lunch", "lunch"],
+        "news": ["prize", "prize", "prize"],
+    }
+    folders = {}
+    for label, texts in bodies.items():
+        folder = folders[label] = tmp_path / label
+        folder.mkdir()
+        for i, text in enumerate(texts):
+            (folder / f"{i}.eml").write_bytes(
+                f"Message-ID: <{label}{i}@x>\nSubject: s{i}\n\n{text} draft{i}\n".encode()
+            )
+    model = tmp_path / "model.joblib"
+    trained = run(
+        "train", "-m", model, "--spam", folders["spam"], "--ham", folders["ham"],
+        "--label", f"news={folders['news']}", "--no-word-pairs",
+    )  # fmt: skip
+    assert trained.exit_code == 0, trained.output
+    odds = run_json("top-odds", "-m", model, "-n", "1000", "--min-count", "4")
+    rows = odds["towards_positive"] + odds["towards_negative"]
+    assert "offer" in [row["token"] for row in rows]
+    assert all(row["counts"]["spam"] + row["counts"]["ham"] >= 4 for row in rows)
+    assert "prize" not in [row["token"] for row in rows]
+    every = run_json("top-odds", "-m", model, "-n", "1000", "--min-count", "1")
+    shown = every["towards_positive"] + every["towards_negative"]
+    assert all(row["counts"]["spam"] + row["counts"]["ham"] >= 1 for row in shown)
+
+
+def test_equal_ratios_are_listed_in_the_vocabularys_order_in_both_tables(tmp_path):
+    spam = tmp_path / "spam.eml"
+    spam.write_bytes(b"Subject: s\n\nalpha bravo charlie\n")
+    ham = tmp_path / "ham.eml"
+    ham.write_bytes(b"Subject: h\n\ndelta echo foxtrot\n")
+    model = tmp_path / "model.joblib"
+    assert run("train", "-m", model, "--spam", spam, "--ham", ham, "--no-word-pairs").exit_code == 0
+    odds = run_json("top-odds", "-m", model, "-n", "100", "--min-count", "1")
+    order = load(model).vocabulary.index
+    for table, words in (
+        ("towards_positive", "alpha bravo charlie"),
+        ("towards_negative", "delta echo foxtrot"),
+    ):
+        listed = [row["token"] for row in odds[table] if row["token"] in words.split()]
+        assert listed == sorted(listed, key=order.__getitem__) and len(listed) == 3

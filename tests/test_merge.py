@@ -230,6 +230,46 @@ def test_the_calibration_fitted_on_most_messages_is_kept(sample):
     assert merge_filters(unfitted).calibration == unfitted[0].calibration
 
 
+def test_a_calibration_fitted_on_other_scores_is_not_taken(sample):
+    from spamnb.merge import calibration_left_unfitted
+
+    _, token_lists, labels, _ = sample
+    filters = [trained_on(token_lists[i::3], labels[i::3]) for i in range(3)]
+    filters[0].calibration = Calibration(slope=0.5, fitted_on=20)
+    # Fitted on more mail, but on a multinomial model's scores with another k.
+    filters[1].model.event_model = "multinomial"
+    filters[1].model.alpha = 1.0
+    filters[1].calibration = Calibration(slope=2.0, fitted_on=40)
+    filters[2].calibration = Calibration(slope=3.0, fitted_on=30)
+    assert merge_filters(filters).calibration == filters[2].calibration
+    assert not calibration_left_unfitted(filters)
+    # Only the other scores were calibrated: none, rather than a map of other numbers.
+    alone = [filters[0], filters[1]]
+    alone[0].calibration = Calibration()
+    assert merge_filters(alone).calibration == Calibration()
+    assert calibration_left_unfitted(alone)
+    # The merge scores with the smallest mistake weight: a calibration made under a
+    # larger one scored other numbers too.
+    weighted = [trained_on(token_lists[i::2], labels[i::2]) for i in range(2)]
+    weighted[0].calibration = Calibration(slope=0.5, fitted_on=20)
+    weighted[1].mistakes.weight = 0.0
+    weighted[1].calibration = Calibration()
+    assert merge_filters(weighted).calibration == Calibration()
+    assert calibration_left_unfitted(weighted)
+
+
+def test_cut_offs_set_by_hand_in_the_first_model_are_kept(sample):
+    _, token_lists, labels, _ = sample
+    filters = [trained_on(token_lists[i::2], labels[i::2]) for i in range(2)]
+    filters[0].calibration = Calibration(
+        slope=0.5, fitted_on=20, ham_cutoff=0.2, spam_cutoff=0.95, chosen_cutoffs=True
+    )
+    filters[1].calibration = Calibration(slope=2.0, fitted_on=40, ham_cutoff=0.1)
+    merged = merge_filters(filters).calibration
+    assert (merged.slope, merged.fitted_on) == (2.0, 40)
+    assert (merged.ham_cutoff, merged.spam_cutoff, merged.chosen_cutoffs) == (0.2, 0.95, True)
+
+
 def test_created_is_the_earliest_and_updated_is_now(sample):
     _, token_lists, labels, _ = sample
     filters = [trained_on(token_lists[i::3], labels[i::3]) for i in range(3)]
@@ -365,3 +405,27 @@ def test_a_merged_model_saves_and_loads(sample):
     assert_same_counts(loaded, merged)
     assert loaded.trained == merged.trained
     assert loaded.calibration == merged.calibration
+
+
+def test_the_merge_command_says_what_it_could_not_keep(tmp_path, sample_maildir):
+    from cli_helpers import assert_one_line_error, run
+
+    spam, ham = sample_maildir / "spam", sample_maildir / "ham"
+    boolean, multinomial = tmp_path / "b.joblib", tmp_path / "m.joblib"
+    assert run("train", "-m", boolean, "--spam", spam / "cur", "--ham", ham / "cur").exit_code == 0
+    trained = run(
+        "train", "-m", multinomial, "--spam", spam / "new", "--ham", ham / "new",
+        "--event-model", "multinomial", "--alpha", "1", "--mistake-weight", "0",
+    )  # fmt: skip
+    assert trained.exit_code == 0
+    merged = run("merge", tmp_path / "out.joblib", boolean, multinomial)
+    assert merged.exit_code == 0, merged.output
+    assert "not calibrated" in merged.stderr
+    # The same file twice, and a folder for OUTPUT, each say so.
+    assert_one_line_error(
+        run("merge", tmp_path / "x.joblib", boolean, f"{tmp_path}/./b.joblib"), "given twice"
+    )
+    assert_one_line_error(run("merge", "", boolean, multinomial), "is a folder")
+    plain = tmp_path / "plain"
+    plain.write_text("not a folder")
+    assert_one_line_error(run("merge", plain / "x.joblib", boolean, multinomial), "not a folder")
