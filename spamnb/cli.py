@@ -25,6 +25,7 @@ import click
 
 from . import __version__
 from .pipe import DEFAULT_MAX_SIZE
+from .words import class_list
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -151,6 +152,24 @@ def fail(message: str) -> click.ClickException:
 # ---------------------------------------------------------------------------
 # Shared options
 # ---------------------------------------------------------------------------
+
+
+def _output_file(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
+    """A file evaluate will write, checked before the evaluation runs: a path it could
+    not write cost the whole run, its results unprinted."""
+    if value is None:
+        return None
+    option = param.opts[0]
+    if value == "-":
+        raise fail(f"{option} -: give a file name (/dev/stdout writes to standard output)")
+    if value.endswith("/"):
+        raise fail(f"{option} {value}: that names a folder; give a file name")
+    path = Path(value)
+    if open_descriptor(path) is None:
+        folder = os.path.dirname(os.path.realpath(path))
+        if not os.path.isdir(folder):
+            raise fail(f"cannot write {value}: there is no folder {folder}")
+    return path
 
 
 def _remember_trust(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -1201,7 +1220,7 @@ def classify(
     if scorer is None:
         spam_filter, _ = load_filter(model_path)
         if len(spam_filter.classes) < 2:
-            has = ", ".join(spam_filter.classes) or "no class"
+            has = class_list(spam_filter.classes)
             raise fail(f"the model knows only {has}; train at least two classes")
         apply_scoring_options(spam_filter, scoring)
         if explain and spam_filter.positive_class() is None:
@@ -1413,13 +1432,15 @@ def explanation_lines(
 @click.option(
     "--report",
     "report_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(dir_okay=False),
+    callback=_output_file,
     help="Write a self-contained HTML report with the tables and plots (needs spamnb[report]).",
 )
 @click.option(
     "--predictions",
     "predictions_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(dir_okay=False),
+    callback=_output_file,
     help="Write each tested message's verdict as TSV (see the README for the columns).",
 )
 @click.option(
@@ -1536,6 +1557,7 @@ def evaluate(
                 "description": f"All {len(items):,} messages scored with the model {path}.",
             }
         report["protocol"].update(scoring_settings(trained))
+        curve_problem = ""
         if learning_curve or (report_path is not None and spam_filter is None):
             curve_lists, curve_labels = token_lists, labels
             if online:
@@ -1547,9 +1569,15 @@ def evaluate(
                 kept, _ = first_copies([message_digest(item.data) for item in items], labels)
                 curve_lists = [token_lists[i] for i in kept]
                 curve_labels = [labels[i] for i in kept]
-            report["learning_curve"] = learning_curve_rows(
-                curve_lists, curve_labels, trained, test_size, seed
-            )
+            try:
+                report["learning_curve"] = learning_curve_rows(
+                    curve_lists, curve_labels, trained, test_size, seed
+                )
+            except ValueError as exc:
+                if learning_curve:
+                    raise ValueError(f"the learning curve's own split: {exc}") from None
+                # Drawn only because a report was asked for: the rest of it stands.
+                curve_problem = str(exc)
     except ValueError as exc:
         raise fail(f"cannot evaluate: {exc}") from None
     from .evaluation import (
@@ -1573,6 +1601,13 @@ def evaluate(
     if warning := in_model_warning(report["protocol"].get("in_model", 0), len(items)):
         report["warnings"].append(warning)
     report["warnings"] += score_warnings(report, rescored=rescored)
+    if curve_problem:
+        report["warnings"].append(
+            {
+                "kind": "learning-curve",
+                "message": f"the report has no learning curve: {curve_problem}",
+            }
+        )
     if predictions_path is not None:
         write_predictions(predictions_path, items, scored)
     if report_path is not None:
@@ -1819,8 +1854,9 @@ def write_to_descriptor(descriptor: int, data: bytes) -> None:
 def write_text_atomically(path: Path, text: str) -> None:
     """Write next to the target and rename, so a reader never sees half a file.
 
-    A symlink is followed and its target replaced, and a device or a FIFO is written
-    to as it is, never replaced by a file.  ``/dev/stdout``, ``/dev/stderr`` and
+    A symlink is followed and its target replaced, keeping its permissions (a new file
+    is private: what it reports comes from the user's mail), and a device or a FIFO is
+    written to as it is, never replaced by a file.  ``/dev/stdout``, ``/dev/stderr`` and
     ``/dev/fd/N`` are written through the descriptor this process already has (see
     :func:`open_descriptor`).  File names that are not UTF-8 are written as their bytes.
     """
@@ -1851,7 +1887,11 @@ def write_text_atomically(path: Path, text: str) -> None:
         descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
         try:
             with os.fdopen(descriptor, "wb") as out:
+                if mode is not None:  # else private (mkstemp's 0600), as a new model is
+                    os.fchmod(out.fileno(), stat.S_IMODE(mode))
                 out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
             os.replace(temporary, target)
         except BaseException:
             os.unlink(temporary)

@@ -34,6 +34,7 @@ from .scores import (
     trec_measures,
 )
 from .significance import mcnemar, rates_with_intervals
+from .words import class_list
 
 __all__ = [
     "HISTOGRAM_BINS",
@@ -184,7 +185,7 @@ def _spam_score_section(spam_filter: SpamFilter, scored: Scored) -> dict[str, An
 
 def _check_classes(spam_filter: SpamFilter, labels: Sequence[str]) -> None:
     unknown = sorted(set(labels) - set(spam_filter.classes))
-    known = ", ".join(spam_filter.classes) or "no class"
+    known = class_list(spam_filter.classes)
     if unknown:
         raise ValueError(f"the model has no class {unknown[0]!r}; it knows {known}")
     if len(spam_filter.classes) < 2:

@@ -22,6 +22,7 @@ from .mistakes import MistakeTable, class_rows, content_keys, content_order
 from .model import NaiveBayes
 from .scores import predicted_labels, stratified_folds
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize_sharing
+from .words import class_list
 
 __all__ = ["HAM", "SPAM", "HeldOut", "SpamFilter", "message_digest"]
 
@@ -518,7 +519,7 @@ class SpamFilter:
         """
         positive = self.positive_class()
         if positive is None or len(self.classes) < 2:
-            has = ", ".join(self.classes) or "no class"
+            has = class_list(self.classes)
             raise ValueError(f"the model needs a spam class and another (it has {has})")
         x = sp.csr_matrix(x)
         jll = self.joint_log_likelihood(x)[0]

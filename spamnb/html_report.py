@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import __version__
+from . import HAM, __version__
+from .words import decimals, rest_of_mail
 
 __all__ = ["FIGURE_IDS", "ReportDependencyError", "render_html"]
 
@@ -135,11 +136,11 @@ def _pct(value: Any) -> str:
     # Spam filters live at rates like 0.08%: two decimals alone would round them to nothing.
     if 0 < abs(pct) < 0.1:
         return f"{pct:.2g}%"
-    return f"{pct:.2f}%"
+    return f"{pct:.{decimals(pct, 2, ends=(0.0, 100.0))}f}%"
 
 
 def _num(value: Any, digits: int = 4) -> str:
-    return f"{value:.{digits}f}" if _finite(value) else "—"
+    return f"{value:.{decimals(value, digits)}f}" if _finite(value) else "—"
 
 
 def _count(value: Any) -> str:
@@ -322,6 +323,7 @@ def _warnings(report: Mapping[str, Any]) -> str:
 def _summary(report: Mapping[str, Any]) -> str:
     intervals = report.get("intervals") or {}
     trec = report.get("trec") or {}
+    other = rest_of_mail(report.get("classes", ()))
     rows: list[tuple[str, str, str, str]] = []
 
     accuracy = intervals.get("accuracy")
@@ -334,13 +336,15 @@ def _summary(report: Mapping[str, Any]) -> str:
     rows.append(("Accuracy", value, _interval_text(accuracy), "messages given their true class"))
 
     baseline = report["baseline_class"]
+    online = (report.get("protocol") or {}).get("mode") == "online"
+    where = "of the whole stream" if online else "in training"
     baseline_support = (report.get("per_class") or {}).get(baseline, {}).get("support")
     rows.append(
         (
             "Majority baseline",
             _rate(report["baseline_accuracy"], baseline_support, report["n"]),
             "",
-            _esc(f"always answering '{baseline}', the commonest class in training"),
+            _esc(f"always answering '{baseline}', the commonest class {where}"),
         )
     )
     rows.append(
@@ -348,7 +352,7 @@ def _summary(report: Mapping[str, Any]) -> str:
             "ROC AUC",
             _esc(_num(report.get("roc_auc"))),
             "",
-            "chance that a random spam scores above a random ham",
+            f"chance that a random spam scores above a random {other}",
         )
     )
     one_minus_roca = trec.get("one_minus_roca")
@@ -363,8 +367,6 @@ def _summary(report: Mapping[str, Any]) -> str:
                 "area above the ROC curve (TREC); lower is better",
             )
         )
-    # With three classes or more, the spam measures set spam against all the rest.
-    other = "ham" if len(report.get("classes", ())) <= 2 else "other mail"
     for side, label, meaning in (
         ("ham", "hm%", f"{other} misclassified as spam: false positives"),
         ("spam", "sm%", f"spam misclassified as {other}: false negatives"),
@@ -411,6 +413,7 @@ def _spam_score_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str
     score = report.get("spam_score")
     if not score:
         return []
+    other = rest_of_mail(report.get("classes", ()))
     rows = []
     calibration = score.get("calibration") or {}
     if calibration:
@@ -442,14 +445,18 @@ def _spam_score_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str
         rows.append(
             (
                 "Unsure",
-                _esc(f"{_count(unsure.get('spam'))} spam, {_count(unsure.get('ham'))} ham"),
+                _esc(f"{_count(unsure.get('spam'))} spam, {_count(unsure.get('ham'))} {other}"),
                 "",
                 _esc(f"messages {band}, left for a person to judge"),
             )
         )
     for key, label, meaning in (
-        ("false_positives_at_cutoff", "Ham at the spam cut-off", "ham scored as sure spam"),
-        ("false_negatives_at_cutoff", "Spam at the ham cut-off", "spam scored as sure ham"),
+        (
+            "false_positives_at_cutoff",
+            f"{other.capitalize()} at the spam cut-off",
+            f"{other} scored as sure spam",
+        ),
+        ("false_negatives_at_cutoff", "Spam at the ham cut-off", f"spam scored as sure {other}"),
     ):
         if key in score:
             rows.append((label, _esc(_count(score[key])), "", meaning))
@@ -756,6 +763,7 @@ def _roc_figure(report: Mapping[str, Any], figure_class: Any) -> _Figure | None:
     if not points:
         return None
     n_ham = _ham_count(report)
+    other = rest_of_mail(report.get("classes", ()))
     positive_fprs = [fpr for fpr, _ in points if fpr > 0]
     floor = 1 / (2 * n_ham) if n_ham else min(positive_fprs, default=2e-3) / 2
     # The curve starts at (0, 0); a log axis has no zero, so zero FPR is drawn at the floor,
@@ -800,7 +808,7 @@ def _roc_figure(report: Mapping[str, Any], figure_class: Any) -> _Figure | None:
     axes.set_xticks(decades, labels=[f"{100 * decade:g}%" for decade in decades])
     axes.set_xlim(floor / 1.6, 1.05)
     axes.set_ylim(-0.01, 1.01)
-    axes.set_xlabel("false positive rate: ham called spam (log scale)")
+    axes.set_xlabel(f"false positive rate: {_plain(other)} called spam (log scale)")
     axes.set_ylabel("true positive rate: spam caught")
     axes.set_title("ROC curve")
     axes.legend(loc="lower right")
@@ -808,7 +816,7 @@ def _roc_figure(report: Mapping[str, Any], figure_class: Any) -> _Figure | None:
     caption = (
         "ROC curve, spam as the positive class. The false-positive axis is logarithmic, where "
         "a spam filter's useful range lies; a rate of zero is drawn at "
-        f"1/(2 {TIMES} {n_ham:,} ham) = {_pct(floor)}."
+        f"1/(2 {TIMES} {n_ham:,} {other}) = {_pct(floor)}."
         if n_ham
         else "ROC curve with a logarithmic false-positive axis; zero is drawn at the left edge."
     )
@@ -921,8 +929,9 @@ def _histogram_figure(report: Mapping[str, Any], figure_class: Any) -> _Figure |
     if not histogram or not histogram.get("counts") or not histogram.get("edges"):
         return None
     edges = [float(edge) for edge in histogram["edges"]]
+    other = rest_of_mail(report.get("classes", ()))
     counts = {
-        str(name): [int(count) for count in values]
+        other if name == HAM else str(name): [int(count) for count in values]
         for name, values in histogram["counts"].items()
         if len(values) == len(edges) - 1
     }
@@ -1037,6 +1046,14 @@ def _learning_curve_figure(report: Mapping[str, Any], figure_class: Any) -> _Fig
         + (" and ROC AUC" if has_auc else "")
         + " as the training set grows, one line per event model (log scale of training size)."
     )
+    mode = (report.get("protocol") or {}).get("mode")
+    if mode in ("folds", "online"):
+        # Its numbers are of another test than the rest of the page's.
+        caption += (
+            " It comes from a stratified split of its own (30% held out), not from the "
+            + ("cross-validation" if mode == "folds" else "online run")
+            + " the rest of this page reports."
+        )
     return _Figure(
         "fig-learning-curve",
         _esc(caption),

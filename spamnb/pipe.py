@@ -333,10 +333,11 @@ def score_with_model(
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     from .store import load
     from .table import ScoringTable, encode_table, table_arrays
+    from .words import class_list
 
     spam_filter = load(model_path, trust=trust)
     if spam_filter.positive_class() is None or len(spam_filter.classes) < 2:
-        has = ", ".join(spam_filter.classes) or "no class"
+        has = class_list(spam_filter.classes)
         raise ValueError(f"the model needs a spam class and another (it has {has})")
     tokens = spam_filter.tokenize([data])
     arrays = table_arrays(spam_filter)

@@ -13,6 +13,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from . import HAM
+from .words import decimals, rest_of_mail
+
 __all__ = [
     "cross_validation_report",
     "evaluation_report",
@@ -50,11 +53,16 @@ def printable(text: str) -> str:
 
 
 def _percent(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.2f}%"
+    if value is None:
+        return "n/a"
+    pct = 100 * value
+    return f"{pct:.{decimals(pct, 2, ends=(0.0, 100.0))}f}%"
 
 
 def _number(value: float | None, digits: int = 4) -> str:
-    return "n/a" if value is None or math.isnan(value) else f"{value:.{digits}f}"
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:.{decimals(value, digits)}f}"
 
 
 def human_size(n_bytes: int) -> str:
@@ -194,8 +202,7 @@ def _interval(row: dict[str, Any] | None) -> str:
 
 def _summary_table(report: dict[str, Any]) -> Table:
     intervals = report.get("intervals") or {}
-    # With three classes or more, the spam measures set spam against all the rest.
-    other = "ham" if len(report["classes"]) == 2 else "other mail"
+    other = rest_of_mail(report["classes"])
     table = _table("Summary", "measure", "value", "95% interval", right=("value", "95% interval"))
     _add_row(table, "test messages", f"{report['n']:,}", "")
     accuracy = intervals.get("accuracy")
@@ -333,12 +340,13 @@ def _calibration_table(report: dict[str, Any]) -> Table:
     )
 
 
-def _histogram_table(histogram: dict[str, Any]) -> Table:
+def _histogram_table(histogram: dict[str, Any], other: str) -> Table:
     """Each class's scores per bin, bars on a log scale so a handful of errors show
-    beside thousands of right calls."""
-    classes = list(histogram["counts"])
+    beside thousands of right calls; ``other`` names the side the JSON calls ham."""
+    counts = {other if label == HAM else label: row for label, row in histogram["counts"].items()}
+    classes = list(counts)
     width = 14
-    most = max((max(counts) for counts in histogram["counts"].values()), default=0)
+    most = max((max(row) for row in counts.values()), default=0)
     scale = math.log1p(most) or 1.0
     columns: list[str] = []
     for label in classes:
@@ -353,7 +361,7 @@ def _histogram_table(histogram: dict[str, Any]) -> Table:
     for position in range(len(edges) - 1):
         cells = [f"{edges[position]:.2f}-{edges[position + 1]:.2f}"]
         for label in classes:
-            count = histogram["counts"][label][position]
+            count = counts[label][position]
             cells += [_bar(math.log1p(count) / scale, width), f"{count:,}"]
         _add_row(table, *cells)
     return table
@@ -440,7 +448,7 @@ def _extra_parts(report: dict[str, Any]) -> list[RenderableType]:
             )
         )
     if report.get("score_histogram"):
-        parts.append(_histogram_table(report["score_histogram"]))
+        parts.append(_histogram_table(report["score_histogram"], rest_of_mail(report["classes"])))
     if report.get("learning_curve"):
         parts.append(_learning_curve_table(report["learning_curve"]))
     if report.get("compare"):
@@ -475,7 +483,9 @@ def cross_validation_report(report: dict[str, Any]) -> RenderableType:
         _summary_table(pooled),
     ]
     if report.get("spam_score"):
-        parts.append(_pooled_spam_score_table(report["spam_score"]))
+        parts.append(
+            _pooled_spam_score_table(report["spam_score"], rest_of_mail(report["classes"]))
+        )
     parts += [
         _fold_table(report),
         _confusion_table(report),
@@ -486,7 +496,7 @@ def cross_validation_report(report: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
-def _pooled_spam_score_table(score: dict[str, Any]) -> Table:
+def _pooled_spam_score_table(score: dict[str, Any], other: str) -> Table:
     table = _table(
         "Calibrated spam score (each message against its fold model's unsure band)",
         "measure",
@@ -496,9 +506,15 @@ def _pooled_spam_score_table(score: dict[str, Any]) -> Table:
     _add_row(table, "ECE", _number(score["calibration"]["ece"]))
     _add_row(table, "Brier score", _number(score["calibration"]["brier"]))
     unsure = score["unsure"]
-    _add_row(table, "unsure (bands: per fold)", f"{unsure['spam']:,} spam, {unsure['ham']:,} ham")
-    _add_row(table, "ham called spam at the cut-off", f"{score['false_positives_at_cutoff']:,}")
-    _add_row(table, "spam called ham at the cut-off", f"{score['false_negatives_at_cutoff']:,}")
+    _add_row(
+        table, "unsure (bands: per fold)", f"{unsure['spam']:,} spam, {unsure['ham']:,} {other}"
+    )
+    _add_row(
+        table, f"{other} called spam at the cut-off", f"{score['false_positives_at_cutoff']:,}"
+    )
+    _add_row(
+        table, f"spam called {other} at the cut-off", f"{score['false_negatives_at_cutoff']:,}"
+    )
     return table
 
 

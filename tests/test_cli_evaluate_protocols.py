@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import math
 import re
@@ -248,6 +249,87 @@ def test_report_is_written(tmp_path, sample_maildir):
     assert "<html" in text.lower()
     for figure in ("fig-roc", "fig-reliability", "fig-histogram", "fig-learning-curve"):
         assert figure in text
+
+
+def test_report_and_predictions_paths_are_checked_before_the_evaluation(tmp_path, sample_maildir):
+    # A path it could not write was found after the whole run, whose results were lost.
+    predictions = tmp_path / "p.tsv"
+    for report, said in (
+        ("-", "/dev/stdout"),
+        (f"{tmp_path}/newdir/", "names a folder"),
+        (tmp_path / "nodir" / "r.html", "there is no folder"),
+    ):
+        result = run(
+            *sample_args(sample_maildir), "--test-size", "0.3", "--predictions", predictions,
+            "--report", report,
+        )  # fmt: skip
+        assert_one_line_error(result, said)
+        assert not predictions.exists()
+        assert not (tmp_path / "newdir").exists()
+
+
+def test_an_existing_report_keeps_its_permissions_and_a_new_one_is_private(
+    tmp_path, sample_maildir
+):
+    pytest.importorskip("matplotlib")
+    shared, link, fresh = tmp_path / "shared.html", tmp_path / "link.html", tmp_path / "new.html"
+    shared.write_text("old")
+    shared.chmod(0o644)
+    link.symlink_to(shared.name)
+    for page in (link, fresh):
+        result = run(*sample_args(sample_maildir), "--test-size", "0.3", "--report", page)
+        assert result.exit_code == 0, result.output
+    assert "<html" in shared.read_text(encoding="utf-8").lower() and link.is_symlink()
+    assert shared.stat().st_mode & 0o777 == 0o644
+    assert fresh.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_report_without_its_learning_curve_is_still_written(tmp_path, sample_maildir):
+    pytest.importorskip("matplotlib")
+    # One spam: the online run needs no split, the curve the report adds does.
+    spam, ham = tmp_path / "spam", tmp_path / "ham"
+    spam.mkdir()
+    ham.mkdir()
+    for source, folder in zip(
+        [*sorted((sample_maildir / "spam" / "cur").iterdir())[:1],
+         *sorted((sample_maildir / "ham" / "cur").iterdir())[:2]],
+        [spam, ham, ham],
+        strict=True,
+    ):  # fmt: skip
+        (folder / source.name).write_bytes(source.read_bytes())
+    page = tmp_path / "r.html"
+    args = ["evaluate", "--spam", spam, "--ham", ham, "--online"]
+    report = run_json(*args, "--report", page, "--json")
+    assert "learning_curve" not in report and page.exists()
+    assert [w for w in report["warnings"] if w["kind"] == "learning-curve"]
+    # Asked for, its failure is the run's, and says whose split it was.
+    assert_one_line_error(run(*args, "--learning-curve"), "learning curve")
+
+
+def test_a_class_against_spam_is_called_by_its_name(tmp_path, sample_maildir):
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "r.html"
+    args = [
+        "evaluate",
+        "--spam",
+        sample_maildir / "spam",
+        "--label",
+        f"news={sample_maildir / 'ham'}",
+    ]
+    result = run(*args, "--test-size", "0.3", "--report", page)
+    assert result.exit_code == 0, result.output
+    assert "news called spam (hm)" in result.stdout
+    text = page.read_text(encoding="utf-8")
+    # The figures are SVG images inlined as base64, their words kept as SVG text.
+    figures = "".join(
+        base64.b64decode(data).decode("utf-8")
+        for data in re.findall(r"data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)", text)
+    )
+    for said in ("news misclassified as spam", "News at the spam cut-off", "9 news"):
+        assert said in text, said
+    assert "news called spam" in figures
+    words = re.sub(r"<style.*?</style>|<script.*?</script>", "", text, flags=re.S) + figures
+    assert "ham" not in words.lower().replace("ham cut-off", "")
 
 
 # --------------------------------------------------------------------------- real corpora

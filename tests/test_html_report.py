@@ -310,3 +310,26 @@ def test_the_browser_check_notices_a_figure_that_fails(chromium, tmp_path, page)
     assert [attrs["id"] for attrs in dom.all("figure") if attrs.get("data-loaded") == "no"] == [
         FIGURE_IDS[0]
     ]
+
+
+def test_a_number_short_of_its_bound_is_never_rounded_to_it():
+    # A precision of 99.996% shown as 100.00%, or an AUC of 0.99996 as 1.0000, hid an error.
+    from spamnb.html_report import _num, _pct
+    from spamnb.report import _number, _percent
+
+    for percent in (_pct, _percent):
+        assert percent(0.99996) == "99.996%"
+        assert (percent(1.0), percent(0.5), percent(0.123456)) == ("100.00%", "50.00%", "12.35%")
+    for number in (_num, _number):
+        assert number(0.99996) == "0.99996"
+        assert (number(1.0), number(0.5), number(0.000004)) == ("1.0000", "0.5000", "0.000004")
+
+
+def test_a_learning_curve_beside_another_protocol_says_where_it_comes_from(page):
+    assert "stratified split of its own (30% held out), not from the cross-validation" in page
+    report = sample_report()
+    report["protocol"] = {**report["protocol"], "mode": "split"}
+    assert "split of its own" not in render_html(report)
+    report["protocol"]["mode"] = "online"
+    online = render_html(report)
+    assert "not from the online run" in online and "commonest class of the whole stream" in online

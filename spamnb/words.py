@@ -1,0 +1,31 @@
+"""How reports and errors put classes and numbers into words: standard library only,
+so that the pipe filter and both report writers (terminal and HTML) can share it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from . import SPAM
+
+__all__ = ["class_list", "decimals", "rest_of_mail"]
+
+
+def class_list(classes: Sequence[str]) -> str:
+    """A model's classes for an error message: "spam, ham", or "no class"."""
+    return ", ".join(classes) or "no class"
+
+
+def rest_of_mail(classes: Sequence[str]) -> str:
+    """What the spam measures set spam against, in words: the one other class, or
+    "other mail" when there are more (the JSON calls that side "ham" throughout)."""
+    others = [label for label in classes if label != SPAM]
+    return others[0] if len(others) == 1 else "other mail"
+
+
+def decimals(value: float, digits: int, ends: tuple[float, float] = (0.0, 1.0)) -> int:
+    """``digits``, or more (up to 8) when that many would round ``value`` to one of the
+    ``ends`` of its range that it is not: an AUC of 0.99996 shown as 1.0000, or a
+    precision of 99.996% as 100.00%, hides an error."""
+    while digits < 8 and value not in ends and round(value, digits) in ends:
+        digits += 1
+    return digits
