@@ -544,7 +544,7 @@ def iter_labelled(
     """Each stored message under the labelled paths once, with its label, as it is read
     (so that training holds a batch of mail in memory, not the mailbox); with
     ``allow_empty`` a folder or mbox without messages adds none instead of failing."""
-    from .mail import MailSourceError, display_source, iter_messages
+    from .mail import MailSourceError, display_source, iter_messages, subfolders_left_out
 
     skipped: list[str] = []
     seen: dict[str, str] = {}
@@ -575,6 +575,8 @@ def iter_labelled(
         except MailSourceError as exc:
             here = len(skipped) - skipped_before  # this path's, not the ones before it
             note = f" ({here:,} skipped as not mail, e.g. {skipped[-1]})" if here else ""
+            if not recursive and not here and subfolders_left_out(path):
+                note = " (its subfolders are read with --recursive)"
             raise fail(f"{exc}{note}") from None
     if skipped:
         what = "file or message" if len(skipped) == 1 else "files or messages"
@@ -1076,8 +1078,16 @@ def check_paths_exist(paths: Sequence[str]) -> None:
     from .mail import display_source
 
     for path in paths:
-        if path != "-" and not os.path.lexists(path):
-            raise fail(f"{display_source(path)} does not exist")
+        if path == "-":
+            continue
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            what = "is a broken symbolic link" if os.path.islink(path) else "does not exist"
+            raise fail(f"{display_source(path)} {what}") from None
+        except OSError as exc:
+            # A folder on the way that may not be searched, a name too long, a loop.
+            raise fail(f"{display_source(path)}: {(exc.strerror or str(exc)).lower()}") from None
 
 
 def cut_warnings(cut: Mapping[str, int], settings: Any, done: str) -> list[dict[str, str]]:

@@ -21,11 +21,14 @@ Supported sources and how a PATH is recognised when no format is forced
     in number order, under the names they have ("007" stays "007"); other names,
     such as nmh's ",12" for a deleted message, are not messages.
     ``recursive=True`` adds the subfolders. A folder of numbered files without
-    ``.mh_sequences`` is read as ``dir``, which yields the same messages.
+    ``.mh_sequences`` (nmh deletes it when no sequence is left) is read as ``dir``,
+    which yields the same messages: a ``dir`` walk reads a folder with
+    ``.mh_sequences`` by these rules, and passes over a deleted ``,N`` anywhere.
 ``dir``
     Any other directory: a tree of message files, one message per regular file,
     walked in full in sorted order (names of ASCII digits sort by number), depth
-    first, except a Maildir's ``tmp/`` below it (deliveries in progress). A file
+    first, except a Maildir's ``tmp/`` below it (deliveries in progress), MH's
+    deleted messages and nmh's ``context`` file (see ``mh``). A file
     that is an mbox by the test below is split into its messages (a mutt
     ``~/Mail``, Thunderbird's Local Folders). Hidden entries (``.name``, files and
     directories) are passed over silently; files that do not look like mail,
@@ -262,10 +265,23 @@ def _os_error(path: str | os.PathLike[str], exc: OSError) -> MailSourceError:
     return MailSourceError(f"cannot read {shown}: {' '.join(reason.split())}")
 
 
+# Mail folders are often kept compressed (logrotate, archives): say so, rather than
+# "binary data".
+_COMPRESSED = (
+    (b"\x1f\x8b", "gzip"),
+    *((b"BZh" + bytes([level]), "bzip2") for level in b"123456789"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+)
+
+
 def _mail_problem(data: bytes) -> str | None:
     """Why ``data`` does not look like an e-mail message, or None if it does."""
     if not data:
         return "empty file"
+    for magic, program in _COMPRESSED:
+        if data.startswith(magic):
+            return f"compressed with {program}; decompress it first"
     head = data[:_SNIFF_BYTES]
     # Binary files are full of NULs, while real mail occasionally carries a stray
     # one (an Enron-Spam message ends in a single NUL), so only a share over 1% of
@@ -277,12 +293,14 @@ def _mail_problem(data: bytes) -> str | None:
         return "only blank lines"
     if not _FIRST_LINE.match(body):
         return "does not start with a header or 'From ' line"
+    if body.startswith(b"Current-Folder:"):
+        return "nmh's context file"
     return None
 
 
 def _natural_key(name: str) -> tuple[int, int, str]:
     # MH-style and other numbered files should come out 1, 2, 10 rather than 1, 10, 2.
-    if name.isascii() and name.isdigit():  # int() also takes "²" as a digit, and fails
+    if _is_numbered(name):
         return (0, int(name), name)
     return (1, 0, name)
 
@@ -661,7 +679,10 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
         if exc.errno in (errno.ENXIO, errno.EOPNOTSUPP):  # a socket, opened without blocking
             skip(source, "not a regular file")
             return
-        raise _os_error(source, exc) from None
+        # One message that cannot be read (another user's, a bad sector) no longer
+        # stops the run over a whole folder; it is counted and named as skipped.
+        skip(source, _reason(_os_error(source, exc), source))
+        return
     if kind == "mbox" and data is None:
         # Read again, a message at a time: an mbox can be larger than memory.
         yield from _iter_mbox(source, skip)
@@ -705,9 +726,8 @@ def _entry_kind(entry: os.DirEntry[str], skip: SkipHandler) -> str | None:
         if entry.is_file():
             return "file"
     except OSError as exc:
-        if exc.errno != errno.ELOOP:
-            raise _os_error(entry.path, exc) from None
-        skip(entry.path, "symbolic link loop")
+        reason = "symbolic link loop" if exc.errno == errno.ELOOP else None
+        skip(entry.path, reason or _reason(_os_error(entry.path, exc), entry.path))
         return None
     broken = entry.is_symlink() and not os.path.exists(entry.path)
     skip(entry.path, "broken symbolic link" if broken else "not a regular file")
@@ -728,9 +748,9 @@ def _iter_dir(root: str, skip: SkipHandler) -> Iterator[MailItem]:
     seen: set[_FolderKey] = set()
     _first_visit(root, seen)
     # A stack of listings, not recursion: a tree a thousand folders deep is no error.
-    listings = [(root, iter(_sorted_entries(root)))]
+    listings = [(root, iter(_sorted_entries(root)), _is_mh(root))]
     while listings:
-        folder, entries = listings[-1]
+        folder, entries, mh = listings[-1]
         entry = next(entries, None)
         if entry is None:
             listings.pop()
@@ -739,13 +759,42 @@ def _iter_dir(root: str, skip: SkipHandler) -> Iterator[MailItem]:
             continue
         kind = _entry_kind(entry, skip)
         if kind == "file":
-            yield from _iter_member(entry.path, skip, mbox_files=True)
+            if _is_deleted_mh(entry.name):
+                skip(entry.path, "a deleted MH message")
+            elif not mh or _is_numbered(entry.name):  # as _iter_mh reads an MH folder
+                yield from _iter_member(entry.path, skip, mbox_files=True)
         elif kind == "dir":
             # (The root's own tmp/ is read: --format dir asks for every file.)
             if entry.name == "tmp" and folder != root and _is_maildir(folder):
                 continue
-            if _first_visit(entry.path, seen):
-                listings.append((entry.path, iter(_sorted_entries(entry.path))))
+            try:
+                if not _first_visit(entry.path, seen):
+                    continue
+                listing = iter(_sorted_entries(entry.path))
+            except MailSourceError as exc:
+                # A folder inside one given (lost+found, another user's) is passed
+                # over as an unreadable file is; one given itself is an error.
+                skip(entry.path, _reason(exc, entry.path))
+                continue
+            listings.append((entry.path, listing, _is_mh(entry.path)))
+
+
+def _is_numbered(name: str) -> bool:
+    return name.isascii() and name.isdigit()  # int() also takes "²" as a digit
+
+
+def _is_deleted_mh(name: str) -> bool:
+    """nmh's name for a deleted message (",12"), kept until the next purge."""
+    return name.startswith(",") and _is_numbered(name[1:])
+
+
+def _reason(exc: MailSourceError, path: str) -> str:
+    """The reason in a MailSourceError about ``path``, without the path."""
+    text = str(exc)
+    for prefix in (f"{_show(path)}: ", f"cannot read {_show(path)}: "):
+        if text.startswith(prefix):
+            return text[len(prefix) :]
+    return text
 
 
 def _iter_maildir(
@@ -876,6 +925,25 @@ def _mbox_message(lines: list[bytes]) -> bytes:
     return b"".join(lines)
 
 
+def subfolders_left_out(path: str | os.PathLike[str]) -> bool:
+    """Whether a Maildir or MH folder at ``path`` has subfolders that only a recursive
+    read takes (a Maildir whose mail is all in its .Sub/ folders looks empty)."""
+    text = os.fspath(path)
+    try:
+        fmt = _dir_format(text) if os.path.isdir(text) else None
+        if fmt not in ("maildir", "mh"):
+            return False
+        with os.scandir(text) as entries:
+            for entry in entries:
+                if fmt == "maildir" and entry.name.startswith(".") and _is_maildir(entry.path):
+                    return True
+                if fmt == "mh" and not entry.name.startswith(".") and _is_folder(entry):
+                    return True
+    except OSError:
+        pass
+    return False
+
+
 def _iter_mh(
     path: str, recursive: bool, skip: SkipHandler, seen: set[_FolderKey]
 ) -> Iterator[MailItem]:
@@ -895,7 +963,7 @@ def _iter_mh(
         for entry in _sorted_entries(folder):
             if entry.name.startswith("."):
                 continue
-            if entry.name.isascii() and entry.name.isdigit():
+            if _is_numbered(entry.name):
                 kind = _entry_kind(entry, skip)
                 if kind == "file":
                     yield from _iter_member(entry.path, skip)

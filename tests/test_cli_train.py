@@ -713,3 +713,23 @@ def test_the_same_mail_under_two_labels_in_one_run_is_warned_about(tmp_path, sam
     assert json.loads(result.stdout)["conflicting"] == 0
     assert json.loads(result.stdout)["moved"] > 0
     assert "under two labels" not in result.stderr
+
+
+def test_wrong_paths_say_what_is_wrong_with_them(tmp_path, sample_maildir):
+    model = tmp_path / "m.joblib"
+    dangling = tmp_path / "junk"
+    dangling.symlink_to(tmp_path / "gone")
+    result = run("train", "-m", model, "--spam", dangling, "--ham", sample_maildir / "ham")
+    assert_one_line_error(result, "broken symbolic link")
+    # A Maildir whose mail is all in its .Sub/ folders points at --recursive.
+    maildir = tmp_path / "Maildir"
+    for part in ("cur", "new", "tmp"):
+        (maildir / part).mkdir(parents=True)
+    junk = maildir / ".Junk"
+    shutil.copytree(sample_maildir / "spam", junk)
+    result = run("train", "-m", model, "--spam", maildir, "--ham", sample_maildir / "ham")
+    assert_one_line_error(result, "no messages found", "--recursive")
+    result = run(
+        "train", "-m", model, "--spam", maildir, "--ham", sample_maildir / "ham", "--recursive"
+    )
+    assert result.exit_code == 0, result.output

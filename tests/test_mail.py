@@ -821,14 +821,18 @@ def test_odd_file_name_stays_on_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("error", "expected"),
+    ("error", "expected", "reason"),
     [
-        (PermissionError(errno.EACCES, "Permission denied"), "permission denied"),
-        (OSError(errno.EIO, "Input/output error"), "cannot read"),
+        (
+            PermissionError(errno.EACCES, "Permission denied"),
+            "permission denied",
+            "permission denied",
+        ),
+        (OSError(errno.EIO, "Input/output error"), "cannot read", "input/output error"),
     ],
 )
 def test_os_errors_while_reading_become_mail_source_errors(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, expected: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: OSError, expected: str, reason: str
 ) -> None:
     single = write(tmp_path / "one.eml", PLAIN)
     inner = write(tmp_path / "dir" / "inner.eml", PLAIN)
@@ -839,10 +843,16 @@ def test_os_errors_while_reading_become_mail_source_errors(
 
     # The module's own name "open" shadows the builtin, so only its reads fail.
     monkeypatch.setattr(mail, "open", failing_open, raising=False)
-    for path, where in ((single, single), (inner.parent, inner), (maildir, maildir / "cur")):
-        with pytest.raises(MailSourceError, match=expected) as info:
-            collect(path)
-        assert_one_line_naming(info.value, where)
+    with pytest.raises(MailSourceError, match=expected) as info:
+        collect(single)
+    assert_one_line_naming(info.value, single)
+    # Inside a folder, one file that cannot be read is skipped and named, as a file
+    # that is not mail is; it stopped the run over the whole folder.
+    for folder in (inner.parent, maildir):
+        skipped, on_skip = skips_recorder()
+        with pytest.raises(MailSourceError, match="no messages found"):
+            collect(folder, on_skip=on_skip)
+        assert skipped and all(said.lower() == reason for _, said in skipped)
 
     def failing_read(size: int = -1) -> bytes:
         raise error
@@ -1006,3 +1016,95 @@ def test_a_folders_mbox_larger_than_a_scan_chunk_is_split_as_read_alone(
     items = collect(tmp_path / "folder")
     assert items == [*collect(box), MailItem(str(single), single.read_bytes())]
     assert len(items) == 4
+
+
+def test_an_mh_tree_read_as_a_plain_folder_leaves_out_what_mh_does(tmp_path: Path) -> None:
+    # ~/Mail, nmh's root, has no .mh_sequences, and nmh deletes an inbox's when no
+    # sequence is left: read as a plain folder, deleted mail (",3", often spam) was
+    # learnt, and nmh's context file with it.
+    root = tmp_path / "Mail"
+    write(root / "context", b"Current-Folder: inbox\n")
+    inbox = root / "inbox"
+    write(inbox / ".mh_sequences", b"unseen: 2\n")
+    for name in ("1", "2"):
+        write(inbox / name, message(f"kept {name}"))
+    write(inbox / ",3", message("deleted"))
+    write(inbox / "notes", message("not named by a number"))
+    write(root / "plain" / "1", message("plain one"))
+    write(root / "plain" / ",2", message("deleted in a folder without sequences"))
+    skipped, on_skip = skips_recorder()
+    items = collect(root, on_skip=on_skip)
+    assert sorted(Path(item.source).relative_to(root).as_posix() for item in items) == [
+        "inbox/1",
+        "inbox/2",
+        "plain/1",
+    ]
+    reasons = {Path(source).name: reason for source, reason in skipped}
+    assert reasons == {
+        "context": "nmh's context file",
+        ",3": "a deleted MH message",
+        ",2": "a deleted MH message",
+    }
+    # The same folder as MH gives the same messages.
+    assert [item.source for item in collect(inbox)] == [str(inbox / "1"), str(inbox / "2")]
+
+
+def test_compressed_mail_is_named_as_such(tmp_path: Path) -> None:
+    import bz2
+    import gzip
+    import lzma
+
+    for name, data, program in (
+        ("box.gz", gzip.compress(PLAIN), "gzip"),
+        ("box.bz2", bz2.compress(PLAIN), "bzip2"),
+        ("box.xz", lzma.compress(PLAIN), "xz"),
+    ):
+        path = write(tmp_path / "given" / name, data)
+        with pytest.raises(MailSourceError, match=f"compressed with {program}; decompress"):
+            collect(path)
+    skipped, on_skip = skips_recorder()
+    with pytest.raises(MailSourceError, match="no messages found"):
+        collect(tmp_path / "given", on_skip=on_skip)
+    assert sorted(reason for _, reason in skipped) == [
+        f"compressed with {p}; decompress it first" for p in ("bzip2", "gzip", "xz")
+    ]
+
+
+def test_a_folder_inside_that_cannot_be_read_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "mail"
+    write(root / "a" / "1.eml", message("readable"))
+    locked = root / "lost+found"
+    write(locked / "2.eml", message("behind a lock"))
+    real = mail._sorted_entries
+
+    def listing(path: str):
+        if path == str(locked):
+            raise mail._os_error(path, PermissionError(errno.EACCES, "Permission denied"))
+        return real(path)
+
+    monkeypatch.setattr(mail, "_sorted_entries", listing)
+    skipped, on_skip = skips_recorder()
+    assert [Path(i.source).name for i in collect(root, on_skip=on_skip)] == ["1.eml"]
+    assert skipped == [(str(locked), "permission denied")]
+    # The folder given itself is still an error.
+    with pytest.raises(MailSourceError, match="permission denied"):
+        collect(locked)
+
+
+def test_subfolders_left_out_are_found(tmp_path: Path) -> None:
+    maildir = make_maildir(tmp_path / "Maildir")
+    assert mail.subfolders_left_out(maildir)
+    only_sub = tmp_path / "Only"
+    (only_sub / "cur").mkdir(parents=True)
+    (only_sub / "new").mkdir()
+    write(only_sub / ".Junk" / "cur" / "1.host:2,S", message("in a subfolder"))
+    assert mail.subfolders_left_out(only_sub)
+    mh = tmp_path / "mh"
+    write(mh / ".mh_sequences", b"")
+    write(mh / "1", message("one"))
+    assert not mail.subfolders_left_out(mh)
+    (mh / "sub").mkdir()
+    assert mail.subfolders_left_out(mh)
+    assert not mail.subfolders_left_out(tmp_path / "mh" / "1")
