@@ -394,16 +394,44 @@ def _text_tokens(text: str, settings: TokenizerSettings) -> list[str]:
 _MAX_HOST_LABELS = 5
 
 
+# Longer keys are not cached: a hostile message's 100 kB host or link path, kept
+# as a key (and in the tokens cached under it) by each of 4,096 entries, held
+# hundreds of MB in every training process after a mailbox of such mail.
+_CACHED_KEY_CHARS = 512
+
+
+def _cached_when_short(function: Callable[..., tuple[str, ...]]) -> Callable[..., tuple[str, ...]]:
+    """``function`` of one or two strings behind an LRU cache, for arguments of at most
+    _CACHED_KEY_CHARS in all; longer ones are worked out afresh each time."""
+    cached = lru_cache(maxsize=4096)(function)
+    # Two shapes rather than *args: this sits on the tokenizer's hot path.
+    if function.__code__.co_argcount == 1:
+
+        def call(text: str) -> tuple[str, ...]:
+            return cached(text) if len(text) <= _CACHED_KEY_CHARS else function(text)
+
+    else:
+
+        def call(host: str, path: str) -> tuple[str, ...]:  # type: ignore[misc]
+            if len(host) + len(path) <= _CACHED_KEY_CHARS:
+                return cached(host, path)
+            return function(host, path)
+
+    call.__doc__ = function.__doc__
+    call.cache_info = cached.cache_info  # type: ignore[attr-defined]
+    return call
+
+
 # Hosts repeat within and across messages (relays, link domains), so their tokens
 # are cached: 0.15 s.
-@lru_cache(maxsize=4096)
+@_cached_when_short
 def _domain_suffixes(host: str) -> tuple[str, ...]:
     """A host and its parent domains down to two labels: a.b.example.com -> ..., example.com."""
     labels = host.strip(".").casefold().split(".")[-_MAX_HOST_LABELS:]
     return tuple(".".join(labels[i:]) for i in range(max(1, len(labels) - 1)))
 
 
-@lru_cache(maxsize=4096)
+@_cached_when_short
 def _url_host_tokens(host: str) -> tuple[str, ...]:
     if _IPV4_RE.fullmatch(host):
         # Spam links to bare IP addresses to dodge domain blocklists.
@@ -415,7 +443,7 @@ _URL_PATH_SEPARATORS_RE = _pattern(r"[/?&=.#_-]+")
 
 
 # The same links recur within a message and across a list's messages.
-@lru_cache(maxsize=4096)
+@_cached_when_short
 def _url_tokens(host: str, path: str) -> tuple[str, ...]:
     host = host.rsplit("@", 1)[-1].split(":", 1)[0]
     if not host:
@@ -828,12 +856,18 @@ _NOT_MAIL_CODECS = frozenset(
 )
 
 
-@lru_cache(maxsize=256)
 def _mail_codec(charset: str) -> str | None:
     """The codec for a charset mail names, or None if it is no charset of mail.
 
     Bytes-to-bytes codecs such as base64 or rot13 are not text encodings at all.
     """
+    # No charset's name is longer (the longest IANA name has 45 characters); a
+    # hostile one of 100 kB would be kept by the cache.
+    return _known_codec(charset) if len(charset) <= 64 else None
+
+
+@lru_cache(maxsize=256)
+def _known_codec(charset: str) -> str | None:
     try:
         info = codecs.lookup(charset)
     except (LookupError, ValueError, TypeError):
@@ -1110,7 +1144,7 @@ def _hosts(pattern: re.Pattern[str], text: str) -> list[str]:
     return found
 
 
-@lru_cache(maxsize=4096)
+@_cached_when_short
 def _received_host_tokens(host: str) -> tuple[str, ...]:
     return tuple(["received:" + suffix for suffix in _domain_suffixes(host)])
 
@@ -1235,7 +1269,7 @@ _FIELD_NAMES: dict[str, str] = {}
 
 def _field_name(name: str) -> str:
     field = name.strip().casefold()
-    if len(_FIELD_NAMES) < 10_000:
+    if len(_FIELD_NAMES) < 10_000 and len(name) <= 64:  # a hostile name can be 100 kB
         _FIELD_NAMES[name] = field
     return field
 
@@ -1260,7 +1294,13 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
     tokens: list[str] = []
     append = tokens.append
     budget = settings.max_text_chars
+    cap = settings.max_tokens
     for part in msg.walk():
+        if cap and len(tokens) >= cap:
+            # tokenize keeps the header's tokens and then the first of these, fewer
+            # than the cap: the parts after would all be cut (174,000 tiny parts in
+            # a megabyte took 0.5 s here, and a quarter of it after this point).
+            break
         if part.is_multipart():
             continue
         ctype = part.get_content_type()

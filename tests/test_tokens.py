@@ -681,3 +681,45 @@ def test_fields_mail_programs_write_after_delivery_are_no_tokens():
     assert tokenize(filed) == tokenize(plain)
     # Other fields still count by name.
     assert "header:x-other" in tokenize(message("X-Other: 1\nSubject: hello", "words"))
+
+
+def test_the_tokenizers_caches_keep_no_long_keys():
+    # A mailbox of hostile mail with 100 kB hosts, link paths, field names and charset
+    # names held hundreds of MB in each training process through these caches.
+    def hostile(filler: str) -> bytes:
+        long = filler * 100_000
+        return (
+            f"Received: from {long}.example.com (x [10.0.0.1])\n"
+            f"X-{long}: 1\n"
+            f"Content-Type: text/plain; charset={long}\n"
+            f"Subject: s\n\nsee http://example.com/{long}/x and http://www.{long}.org\n"
+        ).encode()
+
+    caches = [
+        tokens_module._url_tokens,
+        tokens_module._url_host_tokens,
+        tokens_module._domain_suffixes,
+        tokens_module._received_host_tokens,
+        tokens_module._known_codec,
+    ]
+    assert "url:example.com" in tokenize(hostile("a"))  # its short keys are cached now
+    before = [cache.cache_info().currsize for cache in caches]
+    names_before = len(tokens_module._FIELD_NAMES)
+    tokenize(hostile("b"))
+    assert [cache.cache_info().currsize for cache in caches] == before
+    assert len(tokens_module._FIELD_NAMES) == names_before
+    # Short keys are still cached.
+    tokenize(b"Subject: s\n\nsee http://short-host-for-the-cache.example/x\n")
+    assert tokens_module._url_tokens.cache_info().currsize > before[0]
+
+
+def test_a_message_of_many_parts_stops_at_the_cap_with_the_same_tokens():
+    # The parts past the cap are no longer tokenized; what is kept must not change.
+    parts = b"".join(
+        b"--b\nContent-Type: text/plain\n\nword%d other%d\n" % (i, i) for i in range(3_000)
+    )
+    data = b'Subject: s\nContent-Type: multipart/mixed; boundary="b"\n\n' + parts + b"--b--\n"
+    uncapped = tokenize(data, TokenizerSettings(max_tokens=0))
+    for cap in (1, 7, 500, 4_000):
+        assert len(uncapped) > cap
+        assert tokenize(data, TokenizerSettings(max_tokens=cap)) == uncapped[:cap]
