@@ -53,7 +53,9 @@ __all__ = [
 # Bump whenever a change makes the same message give other tokens: a model trained by
 # an older tokenizer then scores with a vocabulary that partly no longer occurs.
 # Version 3 leaves out the fields mail programs write after delivery (_FILING_FIELDS).
-TOKENIZER_VERSION = 3
+# Version 4 reads text a reader sees that version 3 lost (see docs/accuracy.md,
+# "Tokenizer version 4"), and bounds the length of every kind of token.
+TOKENIZER_VERSION = 4
 
 
 # What the tokenizer emits; stored in the model so training and scoring agree.
@@ -211,6 +213,11 @@ _ADDRESS_AT_RUN_START_RE = _pattern(
 # Below these lengths the plain findall cannot take long, and it is faster.
 _SHORT_WORD = 64
 _SHORT_TEXT = 256
+
+# Bounds on the tokens made of names and hosts, which max_word_length does not cut:
+# a hostile message made 5,000-character tokens of each kind (version 4).
+_LONGEST_NAME = 64
+_LONGEST_HOST = 253
 
 
 # ---------------------------------------------------------------------------
@@ -373,7 +380,7 @@ def _text_patterns(text: str, split: _Split | None = None) -> list[str]:
             tokens.append(f"money:1e{min(len(whole), 13) - 1}" if whole else "money:0")
     alpha = [word for word in filter(str.isalpha, words) if len(word) >= 3]
     shouted = list(filter(str.isupper, alpha))
-    tokens += ["caps:" + word.casefold() for word in shouted]
+    tokens += ["caps:" + word.casefold() for word in shouted if len(word) <= _LONGEST_NAME]
     letters = sum(map(len, alpha))
     if letters >= 40:
         # Shouting is spam's register, but one acronym is not shouting: bucket the
@@ -419,6 +426,7 @@ def _cached_when_short(function: Callable[..., tuple[str, ...]]) -> Callable[...
 
     call.__doc__ = function.__doc__
     call.cache_info = cached.cache_info  # type: ignore[attr-defined]
+    call.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
     return call
 
 
@@ -427,7 +435,8 @@ def _cached_when_short(function: Callable[..., tuple[str, ...]]) -> Callable[...
 @_cached_when_short
 def _domain_suffixes(host: str) -> tuple[str, ...]:
     """A host and its parent domains down to two labels: a.b.example.com -> ..., example.com."""
-    labels = host.strip(".").casefold().split(".")[-_MAX_HOST_LABELS:]
+    # A DNS name has at most 253 characters; a longer "host" keeps its end.
+    labels = host[-_LONGEST_HOST:].strip(".").casefold().split(".")[-_MAX_HOST_LABELS:]
     return tuple(".".join(labels[i:]) for i in range(max(1, len(labels) - 1)))
 
 
@@ -483,19 +492,24 @@ def _plain_urls(text: str, folded: str, tokens: list[str]) -> None:
 # scanner of its own that reproduces that parser's results exactly -- the same text
 # chunks (joined by spaces), the same links and the same tag count, quirks included:
 # unclosed comments and tags pass on as text, script and style swallow everything up
-# to their end tag (or the rest of the part), a malformed marked section ("<![x")
-# stops the part with "html:broken".  One regex splits the markup into text runs and
-# the tags of the common, well-formed shapes; anything else at a "<" (comments and
-# declarations too) goes through _html_slow_step, a transcription of the parser's
-# rules for that construct.  It was checked against HTMLParser on every HTML part of
-# the SpamAssassin and Enron1 corpora and on 300,000 fuzzed documents (Python 3.10
-# and 3.11).  Besides speed, the tokens no longer depend on html.parser, whose
-# handling of broken markup may change in later Pythons.
+# to their end tag (or the rest of the part).  Since version 4 it departs from it
+# twice, where the parser lost text a browser shows: a <head> no longer hides what
+# follows until </head>, and a malformed marked section ("<![x") is left out up to
+# the next ">" with "html:broken", where it stopped the part.  One regex splits the
+# markup into text runs and the tags of the common, well-formed shapes; anything else
+# at a "<" (comments and declarations too) goes through _html_slow_step, a
+# transcription of the parser's rules for that construct.  It was checked against
+# HTMLParser on every HTML part of the SpamAssassin and Enron1 corpora and on 300,000
+# fuzzed documents (Python 3.10 and 3.11).  Besides speed, the tokens no longer
+# depend on html.parser, whose handling of broken markup may change in later Pythons.
 # Speed: 1.87 s -> 0.47 s for the 1,210 HTML parts of the SpamAssassin corpus (a text
 # run or a simple tag costs one regex step and a few operations instead of
 # HTMLParser's dozen method calls and regexes per tag).
 
-_INVISIBLE_TAGS = frozenset({"script", "style", "head", "title"})
+# Not "head": browsers show text after a <head> never closed (as </head> may be, and
+# a <head> after <body> is ignored), and hiding up to </head> lost the whole body of
+# seven SpamAssassin messages, ham and spam (tokenizer version 4).
+_INVISIBLE_TAGS = frozenset({"script", "style", "title"})
 _BREAK_TAGS = frozenset({"p", "br", "div", "tr", "td", "li", "table", "h1", "h2", "h3"})
 _SPECIAL_TAGS = _INVISIBLE_TAGS | _BREAK_TAGS
 _LINK_ATTRIBUTES = frozenset({"href", "src", "action", "background"})
@@ -732,7 +746,14 @@ def _html_slow_step(
             k = -1
             absent[1] = min(absent[1], i + 4)
     elif markup.startswith("<![", i):
-        k = _marked_section_end(markup, i, absent)
+        try:
+            k = _marked_section_end(markup, i, absent)
+        except _BrokenHtml:
+            # html.parser gave up on the rest of the part here; a browser takes it
+            # for a comment up to the next ">", and shows what follows (version 4).
+            append(" html:broken ")
+            k = _find_gt(markup, i + 3, absent)
+            k = k + 1 if k >= 0 else len(markup)
     else:  # "<!" or "<?": up to the next ">"
         k = _find_gt(markup, i + 2, absent)
         if k >= 0:
@@ -866,10 +887,26 @@ def _mail_codec(charset: str) -> str | None:
     return _known_codec(charset) if len(charset) <= 64 else None
 
 
+# Labels that mail and the WHATWG encoding standard use and Python's codecs do not
+# know; without them such text fell back to Windows-1252 (version 4).
+_CHARSET_ALIASES = {
+    "iso-8859-8-i": "iso8859_8",
+    "iso-8859-6-i": "iso8859_6",
+    "windows-874": "cp874",
+    "x-sjis": "shift_jis",
+    "windows-31j": "cp932",
+    "x-euc-jp": "euc_jp",
+    "x-gbk": "gbk",
+    "cn-big5": "big5",
+    "x-mac-roman": "mac_roman",
+    "x-mac-cyrillic": "mac_cyrillic",
+}
+
+
 @lru_cache(maxsize=256)
 def _known_codec(charset: str) -> str | None:
     try:
-        info = codecs.lookup(charset)
+        info = codecs.lookup(_CHARSET_ALIASES.get(charset.strip().casefold(), charset))
     except (LookupError, ValueError, TypeError):
         return None
     if not getattr(info, "_is_text_encoding", True):
@@ -920,7 +957,12 @@ def _header_text(value: object) -> str:
         if isinstance(chunk, bytes):
             chunk, _ = _decode_bytes(chunk, charset)
         out.append(chunk)
-    return "".join(out) if len(parts) > 1 else (out[0] if out else "")
+    text = "".join(out) if len(parts) > 1 else (out[0] if out else "")
+    if isinstance(value, email.header.Header) and "=?" in text:
+        # A value with raw 8-bit bytes comes wrapped as one unknown-8bit word, so the
+        # encoded words inside it come out of the first decoding as written.
+        return _header_text(text)
+    return text
 
 
 def _decode_header(header: str) -> list[tuple[bytes | str | None, str | None]]:
@@ -1082,11 +1124,12 @@ def _address_tokens(field: str, text: str, tokens: list[str]) -> None:
         name = "".join(pieces)
     for user, domain in found:
         domain = domain.casefold()
-        tokens.append(f"{field}:addr:{user.casefold()}@{domain}")
+        address = f"{user.casefold()}@{domain}"
+        tokens.append(f"{field}:addr:{address if len(address) <= _LONGEST_HOST else 'long'}")
         tokens += [f"{field}:domain:{suffix}" for suffix in _domain_suffixes(domain)]
     for word in name.replace('"', " ").split():
         word = word.strip("<>()',").casefold()
-        if len(word) >= 2:
+        if 2 <= len(word) <= _LONGEST_NAME:
             tokens.append(f"{field}:name:{word}")
     if not found:
         tokens.append(f"{field}:no-address")
@@ -1201,10 +1244,8 @@ def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> l
     fetch = msg.policy.header_fetch_parse
     # raw_items() and header_fetch_parse are what items() is made of.  An ASCII value
     # has no surrogates (non-ASCII bytes), so fetching returns it unchanged, and
-    # without an encoded word ("=?") it is its own text.  Other values are decoded
-    # whether used or not, as before, in case that raises.  Skipping both for the
-    # many fields that are only counted saved 0.4 s (all header tokens: 1.36 s ->
-    # 0.75 s).
+    # without an encoded word ("=?") it is its own text.  Skipping both for the many
+    # fields that are only counted saved 0.4 s (all header tokens: 1.36 s -> 0.75 s).
     # Like the body, the values read are cut at max_text_chars, in total: decoding
     # an 8-bit value takes 2 microseconds a character, and a value's words become
     # tokens, so a header block of megabytes took seconds and gigabytes (a 1 MB
@@ -1219,9 +1260,11 @@ def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> l
             continue
         names.append(field)
         kind = _FIELD_KINDS.get(field)
-        plain = value.__class__ is str and value.isascii() and "=?" not in value
-        if plain and kind is None:
+        if kind is None:
+            # Counted by name only, so neither decoded nor held against the budget:
+            # one junk field of 100 kB used it up before From and Subject (version 4).
             continue
+        plain = value.__class__ is str and value.isascii() and "=?" not in value
         if budget <= 0:
             continue
         if value.__class__ is str:
@@ -1229,8 +1272,6 @@ def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> l
                 value = value[:budget]
             budget -= len(value)
         text = value if plain else _header_text(fetch(name, value))
-        if kind is None:
-            continue
         if kind == 1:
             _received_tokens(text, tokens)
         elif kind == 2:
@@ -1250,14 +1291,15 @@ def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> l
             # Once: the message's type is found by a search of its fields, so a
             # search for each of thousands of Content-Type fields was quadratic.
             if content_type is None:
-                content_type = "content-type:" + msg.get_content_type()
+                content_type = "content-type:" + msg.get_content_type()[:_LONGEST_NAME]
             append(content_type)
         else:
             host = text.rsplit("@", 1)[-1].strip(" <>").casefold() if "@" in text else ""
-            append("message-id:host:" + (host if _HOST_RE.fullmatch(host) else "other"))
+            known = len(host) <= _LONGEST_HOST and _HOST_RE.fullmatch(host)
+            append("message-id:host:" + (host if known else "other"))
     # Which fields a message carries, and how many, tells mailing lists from bulk
     # mailers better than most of their values.
-    tokens += ["header:" + field for field in dict.fromkeys(names)]
+    tokens += ["header:" + field[:_LONGEST_NAME] for field in dict.fromkeys(names)]
     append(f"header-count:{min(len(names) // 5 * 5, 60)}")
     tokens += ["defect:" + type(defect).__name__ for defect in getattr(msg, "defects", ())]
     return tokens
@@ -1290,6 +1332,12 @@ def _part_payload(part: email.message.Message) -> bytes:
     return raw.encode("utf-8", "surrogateescape") if isinstance(raw, str) else b""
 
 
+_BOUNDARY_DEFECTS = (
+    email.errors.NoBoundaryInMultipartDefect,
+    email.errors.StartBoundaryNotFoundDefect,
+)
+
+
 def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> list[str]:
     tokens: list[str] = []
     append = tokens.append
@@ -1306,7 +1354,8 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
         ctype = part.get_content_type()
         # get_content_type() always has one "/" (else it is text/plain).
         maintype, subtype = ctype.split("/")
-        filename = part.get_filename() if part.get("content-disposition") else None
+        disposition = part.get("content-disposition")
+        filename = part.get_filename() if disposition else None
         cte = str(part.get("content-transfer-encoding", "")).strip().casefold()
         if cte:
             append("encoding:" + cte[:20])
@@ -1315,11 +1364,22 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
         charset = part.get_content_charset()
         if charset:
             append("charset:" + charset[:30])
-        if filename or maintype not in ("text", "message"):
-            if filename:
-                name = _header_text(filename).casefold()
-                ext = name.rsplit(".", 1)[-1] if "." in name else ""
-                append("filename:ext:" + (ext[:10] if ext else "none"))
+        if filename:
+            name = _header_text(filename).casefold()
+            ext = name.rsplit(".", 1)[-1] if "." in name else ""
+            append("filename:ext:" + (ext[:10] if ext else "none"))
+        if maintype == "multipart" and any(
+            isinstance(defect, _BOUNDARY_DEFECTS) for defect in part.defects
+        ):
+            # A multipart whose boundary is missing or never found is one body, which
+            # mail programs show as text; version 3 kept only its type (version 4).
+            # (One nested past _MAX_MIME_DEPTH, unopened, stays an attachment.)
+            subtype = "plain"
+        elif maintype not in ("text", "message") or (
+            filename and part.get_content_disposition() != "inline"
+        ):
+            # Text shown inline is read whatever its name: a filename on the HTML
+            # body hid all of it (version 4).
             append("attachment:" + ctype)
             continue
         text, trouble = _decode_bytes(_part_payload(part), charset)
@@ -1610,6 +1670,10 @@ def tokenize(data: bytes, settings: TokenizerSettings = DEFAULT_SETTINGS) -> lis
     # larger, and a spammer who pads a message gets it scored on that megabyte.
     if settings.max_bytes and len(data) > settings.max_bytes:
         data = data[: settings.max_bytes]
+    if data[:1] in (b"\n", b"\r"):
+        # Blank lines before the header: mail programs and spamnb's folder readers take
+        # the file for mail, but parsed as it is its header was body (version 4).
+        data = data.lstrip(b"\r\n")
     try:
         msg = _parse(data)
         tokens = _header_tokens(msg, settings) + _body_tokens(msg, settings)
