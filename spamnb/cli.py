@@ -346,6 +346,16 @@ def json_option(func: Callable) -> Callable:
 BACKENDS = ("local", "dask")
 
 
+def most_local_jobs() -> int:
+    """The most worker processes --jobs starts here: the cores this process may use
+    (two at least, so that two workers can always be asked for)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(cores, 2)
+
+
 def parallel_options(command: Callable) -> Callable:
     """--jobs, --backend and --scheduler, passed to the command as one ``workers`` dict."""
 
@@ -358,6 +368,12 @@ def parallel_options(command: Callable) -> Callable:
             raise fail("--scheduler is for --backend dask")
         # An unset --jobs stays None: the library picks the default when it counts,
         # so parsing the options imports nothing heavy.
+        most = most_local_jobs()
+        if workers["backend"] == "local" and (workers["jobs"] or 0) > most:
+            # Tokenizing is CPU work: workers beyond the cores only cost memory (400
+            # of them took 2 GB more, and longer, for 501 messages).
+            warn(f"--jobs {workers['jobs']}: this machine gives spamnb {most} cores; using {most}")
+            workers["jobs"] = most
         kwargs["workers"] = workers
         return command(*args, **kwargs)
 
@@ -588,6 +604,14 @@ def iter_labelled(
 def _count(n: int, noun: str) -> str:
     """ "1 message", "2 messages"."""
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
+def waiting_notice(path: Path) -> Callable[[], None]:
+    """What train and merge say when another spamnb is writing the model first."""
+    return lambda: click.echo(
+        f"spamnb: waiting for another spamnb to finish writing {display_path(str(path))}",
+        err=True,
+    )
 
 
 def warn(message: str) -> None:
@@ -839,7 +863,7 @@ def train(
     try:
         # Before the lock, which would leave its file (and folders) at a mistyped path.
         refuse_an_empty_model(new or model_status(path) is None)
-        with training_lock(path, trust=trusting()):
+        with training_lock(path, trust=trusting(), on_wait=waiting_notice(path)):
             # Read, add and write under the lock, so concurrent trainers add up.
             fresh = new or model_status(path) is None
             refuse_an_empty_model(fresh)
@@ -1284,12 +1308,19 @@ def classify(
 def worker_errors_reported(workers: Mapping[str, Any]) -> Iterator[None]:
     """A worker process's death, Dask missing, or a Dask scheduler that cannot be
     reached, as a one-line error."""
-    from .parallel import DaskMissing, WorkerDied
+    from .parallel import DASK_BATCH_SECONDS, DaskMissing, DaskUnusable, WorkerDied
 
     try:
         yield
-    except (DaskMissing, WorkerDied) as exc:
+    except (DaskMissing, DaskUnusable, WorkerDied) as exc:
         raise fail(str(exc)) from None
+    except TimeoutError:
+        if workers["backend"] != "dask":
+            raise
+        raise fail(
+            f"a Dask worker did not return its batch within {DASK_BATCH_SECONDS} s "
+            "(a worker died, or the cluster is overloaded)"
+        ) from None
     except OSError as exc:
         if workers["backend"] != "dask":
             raise
@@ -2337,7 +2368,7 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
     except ValueError as exc:
         raise fail(f"cannot merge: {exc}") from None
     try:
-        with training_lock(output, trust=trusting()):
+        with training_lock(output, trust=trusting(), on_wait=waiting_notice(output)):
             # Again under the lock: a trainer may have made OUTPUT meanwhile, and a
             # merge would replace what it learnt.
             refuse_to_replace()

@@ -51,6 +51,7 @@ __all__ = [
     "BATCH_SIZE",
     "BatchCounts",
     "DaskMissing",
+    "DaskUnusable",
     "WorkerDied",
     "batch_counter",
     "batched",
@@ -414,7 +415,8 @@ def batch_counter(
         remote = score_batch
     with _backend(backend, scheduler) as cluster_threads:
         n_jobs = cluster_threads if backend == "dask" else jobs
-        with Parallel(n_jobs=n_jobs, return_as="generator") as parallel:
+        timeout = DASK_BATCH_SECONDS if backend == "dask" else None
+        with Parallel(n_jobs=n_jobs, return_as="generator", timeout=timeout) as parallel:
 
             def count_group(
                 group: Sequence[Sequence[bytes]], digests: bool
@@ -668,12 +670,128 @@ def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
 
     if not scheduler:
         raise ValueError("the dask backend needs the scheduler's address (--scheduler)")
-    with Client(scheduler, timeout="30s") as client, parallel_config(backend="dask"):
-        yield max(sum(client.nthreads().values()), 1)
+    # Connecting and waiting for a worker are bounded each; this bounds a scheduler
+    # that takes the connection and never answers, which neither bound covers.
+    client = _within(
+        2 * DASK_ANSWER_SECONDS + 5,
+        lambda: _ready_client(Client, scheduler),
+        f"no Dask scheduler at {scheduler} answered within {2 * DASK_ANSWER_SECONDS + 5} s",
+    )
+    try:
+        threads = sum(client.nthreads().values())
+        if threads < 2:
+            # joblib's Dask backend counts a cluster of one thread as one job, and runs
+            # one job in this process: the cluster would quietly go unused.
+            raise DaskUnusable(
+                f"the Dask cluster at {scheduler} has one worker thread, which joblib "
+                "would leave unused; give it two or more"
+            )
+        with parallel_config(backend="dask"):
+            yield threads
+    finally:
+        client.close()
+
+
+# How long a Dask scheduler may take to answer, to show workers, and a worker to
+# return a batch.  Without them spamnb waited for ever, holding the model's lock, on
+# an address that accepts connections and never answers (a dashboard's port), on
+# workers that cannot import spamnb, and on a cluster whose last worker died.
+DASK_ANSWER_SECONDS = 30
+DASK_BATCH_SECONDS = 600
 
 
 class DaskMissing(RuntimeError):
     """dask.distributed is not installed (it is the optional extra spamnb[dask])."""
+
+
+class DaskUnusable(RuntimeError):
+    """The Dask cluster cannot count for this spamnb; str(exc) is one line."""
+
+
+def _within(seconds: float, work: Callable[[], Any], late: str) -> Any:
+    """``work()``'s result, run in a thread of its own and given up after ``seconds``
+    (the thread is left to end with the program); its exception as DaskUnusable."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - reported in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run, name="spamnb-dask-connect", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        raise DaskUnusable(late)
+    if "error" in outcome:
+        error = outcome["error"]
+        if isinstance(error, DaskUnusable):
+            raise error
+        text = " ".join(str(error).split())[:300] or type(error).__name__
+        raise DaskUnusable(f"cannot use the Dask cluster: {text}")
+    return outcome["value"]
+
+
+def _ready_client(client_class: Any, scheduler: str) -> Any:
+    """A client of the scheduler at ``scheduler`` whose workers run this spamnb."""
+    try:
+        client = client_class(scheduler, timeout=f"{DASK_ANSWER_SECONDS}s")
+    except (OSError, ValueError, TypeError) as exc:
+        text = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise DaskUnusable(f"cannot reach the Dask scheduler {scheduler}: {text}") from None
+    try:
+        try:
+            client.wait_for_workers(1, timeout=DASK_ANSWER_SECONDS)
+        except Exception:  # noqa: BLE001 - dask raises its own TimeoutError
+            raise DaskUnusable(
+                f"the Dask scheduler at {scheduler} has no workers "
+                f"(none joined within {DASK_ANSWER_SECONDS} s)"
+            ) from None
+
+        def identity_there() -> tuple[str, int, str] | str:
+            # Defined here, so that it is sent by value and a worker without spamnb
+            # can still answer.
+            try:
+                from spamnb.parallel import _code_identity
+            except Exception as exc:  # noqa: BLE001 - the worker's reason, for the user
+                return f"{type(exc).__name__}: {exc}"
+            return _code_identity()
+
+        here = _code_identity()
+        for worker, there in sorted(client.run(identity_there).items()):
+            if there != here:
+                raise DaskUnusable(_mismatch(worker, there, here))
+    except BaseException:
+        client.close()
+        raise
+    return client
+
+
+def _code_identity() -> tuple[str, int, str]:
+    """This spamnb's version, tokenizer version and a digest of the code that counts
+    (tokens, counts, parallel): workers that differ in any would count other tokens."""
+    import hashlib
+
+    from . import __version__, counts, tokens
+
+    digest = hashlib.sha256()
+    for module in (tokens, counts, sys.modules[__name__]):
+        with open(module.__file__, "rb") as source:  # type: ignore[arg-type]
+            digest.update(source.read())
+    return __version__, tokens.TOKENIZER_VERSION, digest.hexdigest()[:16]
+
+
+def _mismatch(worker: str, there: tuple[str, int, str] | str, here: tuple[str, int, str]) -> str:
+    if isinstance(there, str):
+        return f"the Dask worker {worker} cannot import spamnb ({' '.join(there.split())[:200]})"
+    return (
+        f"the Dask worker {worker} runs spamnb {there[0]} (tokenizer {there[1]}, code "
+        f"{there[2]}), this one {here[0]} (tokenizer {here[1]}, code {here[2]}): its counts "
+        "would not match; install the same spamnb on the workers"
+    )
 
 
 Batch = TypeVar("Batch")

@@ -498,11 +498,14 @@ def _make_folder(folder: Path) -> None:
 
 
 @contextmanager
-def training_lock(path: Path, *, trust: bool = False) -> Iterator[None]:
+def training_lock(
+    path: Path, *, trust: bool = False, on_wait: Callable[[], None] | None = None
+) -> Iterator[None]:
     """Serialise writers of one model (readers never wait: they see whole files).
 
     Unless ``trust`` is set, refuse to write a model where others could replace it, as
-    loading it would be refused.
+    loading it would be refused.  ``on_wait()`` is called once if another writer holds
+    the lock, before waiting for it: a wait without a word looked like a hang.
 
     Two trainers that each read, add and write would lose one's counts; an advisory
     lock on a companion file makes the second wait for the first.  The lock file is
@@ -520,7 +523,12 @@ def training_lock(path: Path, *, trust: bool = False) -> Iterator[None]:
     except OSError as exc:
         raise ModelFileError(f"cannot lock model {path}: {exc.strerror or exc}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait is not None:
+                on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
         _remove_stale_temporaries(path)
         yield
     finally:

@@ -401,3 +401,26 @@ def test_only_a_damaged_model_is_offered_replacing(model, sample_maildir):
     model.chmod(0o600)
     model.write_bytes(b"not a model at all")
     assert_one_line_error(train_sample(model, sample_maildir), "use --new to replace it")
+
+
+def test_a_trainer_that_waits_for_another_says_so(model, sample_maildir):
+    import fcntl
+
+    lock = os.open(f"{model}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # another trainer, writing
+    message = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "spamnb", "train", "-m", str(model), "--spam", "-"],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    trainer.stdin.write(b"Message-ID: <waiting@test>\n" + message.read_bytes())
+    trainer.stdin.close()
+    said = trainer.stderr.readline()
+    assert b"waiting for another spamnb to finish writing" in said
+    assert trainer.poll() is None  # still waiting
+    fcntl.flock(lock, fcntl.LOCK_UN)
+    os.close(lock)
+    assert trainer.wait(timeout=60) == 0
+    assert b"learned 1" in trainer.stdout.read()

@@ -978,3 +978,79 @@ def test_started_takes_the_first_item_now_and_yields_them_all():
     assert taken == [0]
     assert list(begun) == [0, 1, 2]
     assert list(parallel.started(iter([]))) == []
+
+
+def test_a_dask_address_that_never_answers_fails_in_one_line(tmp_path, sample_maildir, monkeypatch):
+    # A dashboard's port, or any service that accepts and says nothing, held training
+    # (and the model's lock) for ever.
+    pytest.importorskip("dask.distributed")
+    import socket
+
+    monkeypatch.setattr("spamnb.parallel.DASK_ANSWER_SECONDS", 2)
+    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
+    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        assert_one_line_error(run(*args, address), "answered within")
+        assert time.monotonic() - started < 20
+    for wrong in ("nonsense", "bogus://x:1"):
+        assert_one_line_error(run(*args, wrong), "Dask")
+    assert not (tmp_path / "m.joblib").exists()
+
+
+def test_a_dask_cluster_that_cannot_count_for_this_spamnb_says_why(
+    tmp_path, sample_maildir, monkeypatch, environment_restored
+):
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.setattr("spamnb.parallel.DASK_ANSWER_SECONDS", 3)
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    args = ["train", "--new", "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+    options = dict(threads_per_worker=1, processes=True, dashboard_address=None)
+    with distributed.LocalCluster(n_workers=0, **options) as empty:
+        result = run(*args, "-m", tmp_path / "a.joblib", "--backend", "dask", "--scheduler",
+                     empty.scheduler_address)  # fmt: skip
+        assert_one_line_error(result, "has no workers")
+    with (
+        distributed.LocalCluster(n_workers=1, **options) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        there = ["--backend", "dask", "--scheduler", cluster.scheduler_address]
+        # One thread in all: joblib would count in this process instead, unsaid.
+        with distributed.get_task_stream(client=client) as tasks:
+            result = run(*args, "-m", tmp_path / "b.joblib", *there)
+        assert_one_line_error(result, "one worker thread")
+        assert not tasks.data
+        cluster.scale(2)
+        client.wait_for_workers(2)
+        # Workers whose spamnb differs would count other tokens.
+        real = parallel._code_identity
+        monkeypatch.setattr(parallel, "_code_identity", lambda: (*real()[:2], "0" * 16))
+        result = run(*args, "-m", tmp_path / "c.joblib", *there)
+        assert_one_line_error(result, "install the same spamnb on the workers")
+
+
+def test_more_jobs_than_cores_start_no_more_workers_than_cores(
+    tmp_path, sample_maildir, monkeypatch
+):
+    from spamnb import cli
+
+    pools = []
+    real_pool = parallel._forked_pool
+
+    def counted_pool(work, jobs):
+        pools.append(jobs)
+        return real_pool(work, jobs)
+
+    monkeypatch.setattr(parallel, "_forked_pool", counted_pool)
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    result = run(
+        "train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam",
+        "--ham", sample_maildir / "ham", "--jobs", "400",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    most = cli.most_local_jobs()
+    assert f"--jobs 400: this machine gives spamnb {most} cores; using {most}" in result.stderr
+    assert pools and max(pools) <= most
