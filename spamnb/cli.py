@@ -539,6 +539,40 @@ def read_labelled(
     return items, labels
 
 
+def forget_streaming(
+    spam_filter: SpamFilter, paths: Sequence[str], mail_format: str | None, recursive: bool
+) -> dict[str, int]:
+    """Take the messages under ``paths`` out of the model, a batch at a time; only those
+    it learnt are tokenized (``forgotten``), the rest are counted (``unknown``).
+
+    Read whole and tokenized all at once, forgetting a mailbox held every message and
+    its tokens (166 MB for 8,000 messages the model had never learnt)."""
+    from .mail import message_digest
+    from .parallel import BATCH_SIZE, batched
+
+    outcome = {"forgotten": 0, "unknown": 0}
+    seen: set[str] = set()
+    items = iter_labelled([("", p) for p in paths], mail_format, recursive)
+    with progress_bar("Forgetting", None) as advance:
+        for batch in batched(items, BATCH_SIZE):
+            known, digests = [], []
+            for item, _label in batch:
+                digest = message_digest(item.data)
+                if digest in seen:
+                    continue  # a copy: one message, forgotten once
+                seen.add(digest)
+                if digest in spam_filter.trained:
+                    known.append(item.data)
+                    digests.append(digest)
+                else:
+                    outcome["unknown"] += 1
+            if known:
+                done = spam_filter.forget(spam_filter.tokenize(known), digests)
+                outcome["forgotten"] += done["forgotten"]
+            advance(len(batch))
+    return outcome
+
+
 def without_copies(
     items: list[MailItem], labels: list[str]
 ) -> tuple[list[MailItem], list[str], dict[str, int]]:
@@ -849,8 +883,7 @@ def train(
             "give mail to learn from: --spam PATH..., --ham PATH..., or --forget PATH... "
             "(or options to set in the model)"
         )
-    check_paths_exist([p for _, p in pairs])
-    forgotten_items, _ = read_labelled([("", p) for p in forget], mail_format, recursive)
+    check_paths_exist([p for _, p in pairs] + list(forget))
     path = resolve_model_path(model_path)
 
     def refuse_an_empty_model(fresh: bool) -> None:
@@ -883,7 +916,6 @@ def train(
                 else nullcontext()
             ) as counted:
                 from .filter import SpamFilter
-                from .mail import message_digest
                 from .store import load, save
 
                 try:
@@ -910,10 +942,8 @@ def train(
                     "by_class": {},
                     "cut": {"size": 0, "tokens": 0},
                 }
-                if forgotten_items:
-                    tokens = tokenize_with_progress(spam_filter, forgotten_items, "Forgetting")
-                    digests = [message_digest(item.data) for item in forgotten_items]
-                    outcome.update(spam_filter.forget(tokens, digests))
+                if forget:
+                    outcome.update(forget_streaming(spam_filter, forget, mail_format, recursive))
                 if pairs:
                     outcome.update(
                         learn_streaming(

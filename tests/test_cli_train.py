@@ -733,3 +733,34 @@ def test_wrong_paths_say_what_is_wrong_with_them(tmp_path, sample_maildir):
         "train", "-m", model, "--spam", maildir, "--ham", sample_maildir / "ham", "--recursive"
     )
     assert result.exit_code == 0, result.output
+
+
+def test_forgetting_reads_in_batches_and_tokenizes_only_what_the_model_learnt(
+    tmp_path, sample_maildir, monkeypatch
+):
+    from spamnb.filter import SpamFilter
+
+    model = tmp_path / "m.joblib"
+    assert run("train", "-m", model, "--spam", sample_maildir / "spam" / "cur",
+               "--ham", sample_maildir / "ham" / "cur").exit_code == 0  # fmt: skip
+    learnt = load(model)
+    # A folder of learnt and unlearnt mail, with a copy of a learnt message.
+    mixed = tmp_path / "mixed"
+    shutil.copytree(sample_maildir / "spam", mixed)
+    first = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
+    shutil.copy(first, mixed / "copy.eml")
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 4)
+    tokenized = []
+    real = SpamFilter.tokenize
+    monkeypatch.setattr(
+        SpamFilter,
+        "tokenize",
+        lambda self, data, **k: tokenized.append(len(data)) or real(self, data, **k),
+    )
+    result = run_json("train", "-m", model, "--forget", mixed, "--json")
+    spam_learnt = sum(label == "spam" for label in learnt.trained.values())
+    assert result["forgotten"] == spam_learnt
+    assert result["unknown"] == len(list((sample_maildir / "spam" / "new").iterdir()))
+    assert sum(tokenized) == spam_learnt and len(tokenized) > 1
+    assert max(tokenized) <= 4
+    assert "spam" not in load(model).trained.values()
