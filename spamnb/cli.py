@@ -160,6 +160,8 @@ def _output_file(ctx: click.Context, param: click.Parameter, value: str | None) 
     if value is None:
         return None
     option = param.opts[0]
+    if not value.strip():
+        raise fail(f"{option} needs a file name")
     if value == "-":
         raise fail(f"{option} -: give a file name (/dev/stdout writes to standard output)")
     if value.endswith("/"):
@@ -169,6 +171,8 @@ def _output_file(ctx: click.Context, param: click.Parameter, value: str | None) 
         folder = os.path.dirname(os.path.realpath(path))
         if not os.path.isdir(folder):
             raise fail(f"cannot write {value}: there is no folder {folder}")
+        if not os.access(folder, os.W_OK | os.X_OK) and not os.access(path, os.W_OK):
+            raise fail(f"cannot write {value}: {folder} may not be written")
     return path
 
 
@@ -436,12 +440,14 @@ def load_table_scorer(model_path: Path | None) -> TableScorer | None:
     a message.  That never caught up with the load: 25,000 messages took 18.3 s
     either way (medians of three), in 140 MB against 277 MB.
     """
-    from .paths import ModelFileError, table_path
+    from .paths import ModelFileError, check_folders, table_path
     from .table import TableScorer, open_table
 
     path = resolve_model_path(model_path)
     real = os.path.realpath(path)  # the table sits beside the real file
     try:
+        if not trusting():
+            check_folders(path)  # as given: the links on the way count too
         table, state = open_table(real, table_path(real), trust=trusting())
     except ModelFileError:
         return None  # the model is not trusted: loading it says so, naming the path given
@@ -2409,9 +2415,9 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
     if calibration_left_unfitted(filters):
         warn(
             "the merged model's spam score is not calibrated: every calibrated model "
-            "scores with another event model, k or mistake weight than the merge "
-            "(model 1's settings, the smallest mistake weight); the next training with "
-            "spam and ham fits it"
+            "scores otherwise than the merge (its event model, k, min-count, vocabulary "
+            "cut-off or mistake weight: model 1's settings, the smallest weight); the "
+            "next training with spam and ham fits it"
         )
     summary = {
         "model": str(output),

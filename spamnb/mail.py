@@ -551,7 +551,9 @@ def iter_messages(
     if fmt == "file":
         return _iter_one_file(text, data)
     if fmt == "dir":
-        return _expect_some(text, _iter_dir(text, skip), allow_empty=allow_empty)
+        return _expect_some(
+            text, _iter_dir(text, skip, mh_rules=not forced), allow_empty=allow_empty
+        )
     if fmt == "mbox":
         # Named mbox by the user (forced) it is split at every envelope line, a blank
         # line before it or not (files made by concatenating messages have none).
@@ -741,14 +743,15 @@ def _is_folder(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _iter_dir(root: str, skip: SkipHandler) -> Iterator[MailItem]:
+def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterator[MailItem]:
     """A tree of message files, depth first in sorted order: every file below it, but
-    the deliveries in progress in a Maildir's tmp/, and an mbox file split into its
-    messages."""
+    the deliveries in progress in a Maildir's tmp/ and, with ``mh_rules``, what MH does
+    not count as messages; an mbox file split into its messages.  (``--format dir``
+    asks for every file, and gets it.)"""
     seen: set[_FolderKey] = set()
     _first_visit(root, seen)
     # A stack of listings, not recursion: a tree a thousand folders deep is no error.
-    listings = [(root, iter(_sorted_entries(root)), _is_mh(root))]
+    listings = [(root, iter(_sorted_entries(root)), mh_rules and _is_mh(root))]
     while listings:
         folder, entries, mh = listings[-1]
         entry = next(entries, None)
@@ -759,7 +762,7 @@ def _iter_dir(root: str, skip: SkipHandler) -> Iterator[MailItem]:
             continue
         kind = _entry_kind(entry, skip)
         if kind == "file":
-            if _is_deleted_mh(entry.name):
+            if mh_rules and _is_deleted_mh(entry.name):
                 skip(entry.path, "a deleted MH message")
             elif not mh or _is_numbered(entry.name):  # as _iter_mh reads an MH folder
                 yield from _iter_member(entry.path, skip, mbox_files=True)
@@ -776,7 +779,7 @@ def _iter_dir(root: str, skip: SkipHandler) -> Iterator[MailItem]:
                 # over as an unreadable file is; one given itself is an error.
                 skip(entry.path, _reason(exc, entry.path))
                 continue
-            listings.append((entry.path, listing, _is_mh(entry.path)))
+            listings.append((entry.path, listing, mh_rules and _is_mh(entry.path)))
 
 
 def _is_numbered(name: str) -> bool:

@@ -202,7 +202,8 @@ def _scoring(spam_filter: SpamFilter, weight: float | None = None) -> tuple:
         model.alpha,
         model.min_count,
         model.max_features,
-        model.selection,
+        # The ranking of tokens matters only when some are cut.
+        model.selection if model.max_features else None,
         weight,
     )
 

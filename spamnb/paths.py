@@ -68,49 +68,61 @@ def check_trusted(status: os.stat_result, path: str | os.PathLike[str]) -> None:
 
 
 def check_folders(path: str | os.PathLike[str]) -> None:
-    """Each folder above the file, as named and as its links resolve, must belong to
-    this user or root, and be writable by nobody else unless sticky (as /tmp is): the
-    owner of a folder, or anyone who may write it, can rename another file over the
-    model, or another folder over the one it is in."""
-    seen = set()
-    for start in (os.path.abspath(path), os.path.realpath(path)):
-        folder = os.path.dirname(start)
-        while folder not in seen:
-            seen.add(folder)
-            try:
-                status = os.stat(folder)
-            except OSError:
-                return  # opening the file reports what is wrong with its path
-            if status.st_uid not in (0, os.getuid()):
-                raise ModelFileError(
-                    f"{path} is inside {folder}, which belongs to another user, who could "
-                    "put another model in its place (use --trust-model if you trust them)"
-                )
-            if _others_may_write_folder(status):
-                raise ModelFileError(
-                    f"{path} is inside {folder}, which others may write, so they could put "
-                    f"another model in its place; chmod go-w it (or use --trust-model)"
-                )
-            folder = os.path.dirname(folder)
+    """Every folder in which a name on the way to the file is looked up, through each
+    symbolic link at every hop, must belong to this user or root, and be writable by
+    nobody else unless sticky (as /tmp is): the owner of such a folder, or anyone who
+    may write it, can rename another file over the model, another folder over one on
+    the way, or point a link elsewhere.  Group write counts as others': a group can
+    hold more users than its member list shows (those whose primary group it is, and
+    named users of an access control list, which show in the group bits)."""
+    for folder in _looked_up_in(os.fspath(path)):
+        try:
+            status = os.stat(folder)
+        except OSError:
+            continue  # opening the file reports what is wrong with its path
+        if status.st_uid not in (0, os.getuid()):
+            raise ModelFileError(
+                f"{path} is reached through {folder}, which belongs to another user, who "
+                "could put another model in its place (use --trust-model if you trust them)"
+            )
+        if status.st_mode & 0o022 and not status.st_mode & 0o1000:
+            raise ModelFileError(
+                f"{path} is reached through {folder}, which others may write, so they could "
+                f"put another model in its place; chmod go-w it (or use --trust-model)"
+            )
 
 
-def _others_may_write_folder(status: os.stat_result) -> bool:
-    if status.st_mode & 0o1000:
-        return False  # sticky: only an entry's owner may rename or delete it
-    if status.st_mode & 0o002:
-        return True
-    if not status.st_mode & 0o020:
-        return False
-    # Group write is harmless for a user's private group, which Debian and Ubuntu give
-    # every user (umask 002 then makes each folder mkdir creates group-writable); it is
-    # the rule Debian's OpenSSH applies to ~/.ssh.  The model file itself is written
-    # 0600 by spamnb, so its own rule above needs no such exception.
-    import grp
-    import pwd
-
-    try:
-        group = grp.getgrgid(status.st_gid)
-        user = pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return True
-    return status.st_gid != os.getgid() or any(member != user for member in group.gr_mem)
+def _looked_up_in(path: str) -> list[str]:
+    """The folders in which the names of ``path`` are looked up, in order, as the
+    kernel resolves it: from / (or the working folder) down, each link's target in
+    turn, ".." taken after the links before it (os.path.abspath would take it first,
+    and "ww/link/../x" would then name another folder than the one opened)."""
+    if not path.startswith("/"):
+        path = os.getcwd() + "/" + path
+    parts = path.split("/")
+    parts.reverse()  # a stack: the next name on top
+    current = "/"
+    folders: list[str] = []
+    hops = 0
+    while parts:
+        name = parts.pop()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            current = os.path.dirname(current)
+            continue
+        if current not in folders:
+            folders.append(current)
+        candidate = os.path.join(current, name)
+        try:
+            target = os.readlink(candidate)
+        except OSError:  # not a link, or not there: the open will say
+            current = candidate
+            continue
+        hops += 1
+        if hops > 40:  # the kernel's own limit
+            break
+        if target.startswith("/"):
+            current = "/"
+        parts.extend(reversed(target.split("/")))
+    return folders

@@ -513,12 +513,13 @@ def training_lock(
     """
     import fcntl
 
+    if not trust:
+        # As given (its links count too), and before a folder is made where it would be.
+        check_folders(path)
     path = Path(os.path.realpath(path))
     _refuse_other_than_a_file(path)
     try:
         _make_folder(path.parent)
-        if not trust:
-            check_folders(path)
         fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise ModelFileError(f"cannot lock model {path}: {exc.strerror or exc}") from None

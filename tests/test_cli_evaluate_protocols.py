@@ -255,6 +255,7 @@ def test_report_and_predictions_paths_are_checked_before_the_evaluation(tmp_path
     # A path it could not write was found after the whole run, whose results were lost.
     predictions = tmp_path / "p.tsv"
     for report, said in (
+        ("", "needs a file name"),
         ("-", "/dev/stdout"),
         (f"{tmp_path}/newdir/", "names a folder"),
         (tmp_path / "nodir" / "r.html", "there is no folder"),

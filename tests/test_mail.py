@@ -1108,3 +1108,13 @@ def test_subfolders_left_out_are_found(tmp_path: Path) -> None:
     (mh / "sub").mkdir()
     assert mail.subfolders_left_out(mh)
     assert not mail.subfolders_left_out(tmp_path / "mh" / "1")
+
+
+def test_format_dir_reads_every_file_of_an_mh_folder(tmp_path: Path) -> None:
+    # Forced, "dir" means every file: the MH rules are for folders found by detection.
+    folder = tmp_path / "inbox"
+    write(folder / ".mh_sequences", b"")
+    for name in ("1", ",2", "notes.eml"):
+        write(folder / name, message(name))
+    assert [Path(i.source).name for i in collect(folder)] == ["1"]
+    assert sorted(Path(i.source).name for i in collect(folder, "dir")) == [",2", "1", "notes.eml"]

@@ -256,6 +256,12 @@ def test_a_calibration_fitted_on_other_scores_is_not_taken(sample):
     weighted[1].calibration = Calibration()
     assert merge_filters(weighted).calibration == Calibration()
     assert calibration_left_unfitted(weighted)
+    # How tokens are ranked for a cut changes nothing when none are cut.
+    ranked = [trained_on(token_lists[i::2], labels[i::2]) for i in range(2)]
+    ranked[1].model.selection = "df" if ranked[0].model.selection != "df" else "ig"
+    ranked[1].calibration = Calibration(slope=2.0, fitted_on=40)
+    assert ranked[0].model.max_features is None
+    assert merge_filters(ranked).calibration == ranked[1].calibration
 
 
 def test_cut_offs_set_by_hand_in_the_first_model_are_kept(sample):
