@@ -1884,7 +1884,7 @@ def check_report_dependency() -> None:
     import importlib.util
 
     if importlib.util.find_spec("matplotlib") is None:
-        raise fail("--report draws with matplotlib: pip install 'spamnb[report]'")
+        raise fail("--report draws with matplotlib: pip install matplotlib (spamnb's report extra)")
 
 
 def write_report(path: Path, report: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ network to view: the CSS and the one small script are inline, and each figure is
 with matplotlib and embedded as a ``data:`` URI. A Content-Security-Policy in the page forbids
 every other source, so even a slip in escaping could not make it fetch anything.
 
-matplotlib is an optional dependency (``pip install 'spamnb[report]'``) and is imported only
+matplotlib is an optional dependency (the ``report`` extra) and is imported only
 inside :func:`render_html`, so the filter's own commands never pay for it.
 """
 
@@ -111,7 +111,7 @@ def _load_matplotlib() -> tuple[Any, Any]:
         from matplotlib.figure import Figure
     except ImportError as exc:
         raise ReportDependencyError(
-            "the HTML report needs matplotlib: pip install 'spamnb[report]'"
+            "the HTML report needs matplotlib: pip install matplotlib (spamnb's report extra)"
         ) from exc
     # Figure without pyplot never touches a GUI backend or pyplot's global figure list.
     return matplotlib, Figure

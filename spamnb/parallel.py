@@ -664,7 +664,8 @@ def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
         from dask.distributed import Client
     except ImportError:
         raise DaskMissing(
-            "the dask backend needs dask.distributed: pip install 'spamnb[dask]'"
+            "the dask backend needs dask.distributed: pip install 'dask[distributed]' "
+            "(spamnb's dask extra)"
         ) from None
     from joblib import parallel_config
 

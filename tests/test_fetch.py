@@ -243,6 +243,7 @@ def _drop_marker(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
 # --- fast checks (mirror archives used only where noted) ---------------------------------
 
 
+@pytest.mark.corpus
 def test_corrupted_mirror_archive_is_refused(tmp_path: Path) -> None:
     mirror = tmp_path / "mirror"
     mirror.mkdir()

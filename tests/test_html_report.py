@@ -249,7 +249,9 @@ def test_missing_matplotlib_is_a_report_dependency_error(monkeypatch):
     # None in sys.modules makes the import fail as if matplotlib were not installed.
     monkeypatch.setitem(sys.modules, "matplotlib", None)
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-    with pytest.raises(ReportDependencyError, match=re.escape("pip install 'spamnb[report]'")):
+    with pytest.raises(
+        ReportDependencyError, match=re.escape("pip install matplotlib (spamnb's report extra)")
+    ):
         render_html(basics_only())
     assert issubclass(ReportDependencyError, RuntimeError)
 

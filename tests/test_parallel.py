@@ -907,7 +907,7 @@ def test_dask_missing_is_a_one_line_error(tmp_path, sample_maildir, monkeypatch,
     result = run(
         command, "-m", model, "--backend", "dask", "--scheduler", "tcp://127.0.0.1:1", *paths
     )
-    assert_one_line_error(result, "pip install 'spamnb[dask]'")
+    assert_one_line_error(result, "pip install 'dask[distributed]'")
 
 
 # --------------------------------------------------------------------------- merge

@@ -100,6 +100,7 @@ def test_a_batch_reading_a_damaged_block_fails(tmp_path, sample_maildir):
         TableScorer(table).score_hashed(everything)
 
 
+@pytest.mark.corpus
 def test_batch_scores_equal_the_models_on_real_mail(tmp_path, real_corpus):
     corpus = real_corpus("spamassassin")
     files = {
