@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import http.client
 import lzma
 import os
 import re
@@ -367,15 +368,26 @@ def _download(url: str, target: Path, log: Log) -> None:
             partial.open("wb") as out,
         ):
             shutil.copyfileobj(response, out, 1 << 20)
-    except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            expected = response.headers.get("Content-Length")
+            got = out.tell()
+        # A connection closed early ends the read without an error: the short file
+        # was kept as the download, and every later run failed on it.
+        if expected is not None and expected.isdigit() and got != int(expected):
+            raise FetchError(f"download failed: {url}: ended after {got} of {expected} bytes")
+    except (urllib.error.URLError, TimeoutError, OSError, http.client.HTTPException) as exc:
         partial.unlink(missing_ok=True)
-        reason = getattr(exc, "reason", None) or exc
+        reason = " ".join(str(getattr(exc, "reason", None) or exc).split()) or type(exc).__name__
         raise FetchError(f"download failed: {url}: {reason}") from exc
+    except FetchError:
+        partial.unlink(missing_ok=True)
+        raise
     os.replace(partial, target)
 
 
 def _unpack_from_mirror(corpus: Corpus, mirror: Path, staging: Path, log: Log) -> None:
     archive = mirror / corpus.mirror_archive
+    if not mirror.is_dir():
+        raise FetchError(f"the mirror {mirror} is not a folder")
     if not archive.is_file():
         raise FetchError(f"{corpus.mirror_archive} not found in mirror {mirror}")
     log(f"checking {archive}")
@@ -459,18 +471,43 @@ def fetch(
         if mirror is not None:
             _unpack_from_mirror(corpus, Path(mirror), staging, log)
         else:
-            _unpack_from_upstream(corpus, Path(downloads or DEFAULT_DOWNLOADS), staging, log)
+            try:
+                _unpack_from_upstream(corpus, Path(downloads or DEFAULT_DOWNLOADS), staging, log)
+            except FetchError as exc:
+                raise _without_bad_downloads(corpus, downloads, exc) from None
         unpacked = staging / corpus.root
         if corpus.messages_from is not None:
             log(f"writing {corpus.name}'s messages")
             corpus.messages_from(unpacked)
         log(f"verifying {corpus.name}")
-        verify(name, unpacked)
+        try:
+            verify(name, unpacked)
+        except FetchError as exc:
+            # Named by the staging folder, which is gone by the time it is read.
+            named = FetchError(str(exc).replace(str(unpacked), corpus.name))
+            if mirror is not None:
+                raise named from None
+            raise _without_bad_downloads(corpus, downloads, named) from None
         (unpacked / MARKER_NAME).write_text(_marker_text(corpus), encoding="utf-8")
         os.replace(unpacked, root)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return root
+
+
+def _without_bad_downloads(corpus: Corpus, downloads: Path | None, exc: FetchError) -> FetchError:
+    """``exc``, after deleting the corpus's cached downloads it may come from: a bad
+    one was reused by every later run, which failed on it for ever."""
+    folder = Path(downloads or DEFAULT_DOWNLOADS)
+    deleted = []
+    for up in corpus.upstream:
+        archive = folder / up.url.rsplit("/", 1)[-1]
+        if archive.is_file():
+            archive.unlink()
+            deleted.append(str(archive))
+    if not deleted:
+        return exc
+    return FetchError(f"{exc} (deleted {', '.join(deleted)}; the next run downloads it again)")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import http.client
 import importlib.util
 import io
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +24,7 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -313,6 +316,44 @@ def test_network_failure_is_a_clean_error(
     assert code == 1
     assert "Traceback" not in err
     assert err.strip().splitlines()[-1].startswith("fetch.py: error: download failed")
+
+
+class _ShortResponse(io.BytesIO):
+    """A reply that promises more bytes than it sends, as a connection closed early."""
+
+    headers: ClassVar[dict[str, str]] = {"Content-Length": "1000"}
+
+    def __enter__(self) -> _ShortResponse:
+        return self
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        lambda *a, **k: _ShortResponse(b"x" * 100),
+        lambda *a, **k: (_ for _ in ()).throw(http.client.IncompleteRead(b"x" * 10, 990)),
+        lambda *a, **k: (_ for _ in ()).throw(http.client.BadStatusLine("garbage")),
+    ],
+)
+def test_a_broken_download_is_a_clean_error_and_not_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, reply
+) -> None:
+    # A short file was kept as the download and every later run failed on it; the
+    # http.client errors ended in a traceback.
+    monkeypatch.setattr(urllib.request, "urlopen", reply)
+    with pytest.raises(fetch_mod.FetchError, match=r"^download failed: http"):
+        fetch_mod.fetch("enron1", tmp_path / "dest", downloads=tmp_path / "dl")
+    assert not list((tmp_path / "dl").glob("*"))
+
+
+def test_a_cached_download_that_fails_is_deleted(tmp_path: Path) -> None:
+    downloads = tmp_path / "dl"
+    downloads.mkdir()
+    cached = downloads / fetch_mod.CORPORA["enron1"].upstream[0].url.rsplit("/", 1)[-1]
+    cached.write_bytes(b"not an archive")
+    with pytest.raises(fetch_mod.FetchError, match=rf"deleted {re.escape(str(cached))}"):
+        fetch_mod.fetch("enron1", tmp_path / "dest", downloads=downloads)
+    assert not cached.exists()
 
 
 def _tar_with(tmp_path: Path, entries: list[tarfile.TarInfo]) -> Path:
