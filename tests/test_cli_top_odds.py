@@ -77,13 +77,25 @@ def test_each_table_holds_only_tokens_that_point_its_way(tmp_path, sample_maildi
     assert len(hammy) == int(((ratios < 0) & active).sum())
 
 
-def test_tokens_cannot_send_the_terminal_control_sequences(tmp_path):
-    spam = tmp_path / "spam.eml"
-    spam.write_bytes(b"Subject: \x1b[31mred\x1b[0m offer\n\nbuy \x1b]0;title\x07 now\n")
-    ham = tmp_path / "ham.eml"
-    ham.write_bytes(b"Subject: lunch\n\nsee you at noon\n")
+def model_of_two(tmp_path, spam: bytes, ham: bytes, *options: str):
+    """A model trained on one spam and one ham message."""
+    (tmp_path / "spam.eml").write_bytes(spam)
+    (tmp_path / "ham.eml").write_bytes(ham)
     model = tmp_path / "model.joblib"
-    run("train", "-m", model, "--spam", spam, "--ham", ham)
+    trained = run(
+        "train", "-m", model, "--spam", tmp_path / "spam.eml", "--ham", tmp_path / "ham.eml",
+        *options,
+    )  # fmt: skip
+    assert trained.exit_code == 0, trained.output
+    return model
+
+
+def test_tokens_cannot_send_the_terminal_control_sequences(tmp_path):
+    model = model_of_two(
+        tmp_path,
+        b"Subject: \x1b[31mred\x1b[0m offer\n\nbuy \x1b]0;title\x07 now\n",
+        b"Subject: lunch\n\nsee you at noon\n",
+    )
     human = run("top-odds", "-m", model, "-n", "50", "--min-count", "1")
     assert human.exit_code == 0
     assert "\x1b" not in human.stdout and "\x07" not in human.stdout
@@ -130,12 +142,12 @@ def test_min_count_counts_the_two_classes_compared(tmp_path):
 
 
 def test_equal_ratios_are_listed_in_the_vocabularys_order_in_both_tables(tmp_path):
-    spam = tmp_path / "spam.eml"
-    spam.write_bytes(b"Subject: s\n\nalpha bravo charlie\n")
-    ham = tmp_path / "ham.eml"
-    ham.write_bytes(b"Subject: h\n\ndelta echo foxtrot\n")
-    model = tmp_path / "model.joblib"
-    assert run("train", "-m", model, "--spam", spam, "--ham", ham, "--no-word-pairs").exit_code == 0
+    model = model_of_two(
+        tmp_path,
+        b"Subject: s\n\nalpha bravo charlie\n",
+        b"Subject: h\n\ndelta echo foxtrot\n",
+        "--no-word-pairs",
+    )
     odds = run_json("top-odds", "-m", model, "-n", "100", "--min-count", "1")
     order = load(model).vocabulary.index
     for table, words in (
