@@ -403,10 +403,15 @@ def _unpack_from_upstream(corpus: Corpus, downloads: Path, staging: Path, log: L
         if not archive.is_file():
             _download(up.url, archive, log)
         log(f"unpacking {archive.name}")
-        if archive.suffix == ".zip":
-            extract_zip(archive, staging / up.into)
-        else:
-            extract_archive(archive, staging / up.into, up.top)
+        try:
+            if archive.suffix == ".zip":
+                extract_zip(archive, staging / up.into)
+            else:
+                extract_archive(archive, staging / up.into, up.top)
+        except FetchError as exc:
+            # A bad download was reused by every later run, which failed on it.
+            archive.unlink(missing_ok=True)
+            raise FetchError(f"{exc} (deleted it; the next run downloads it again)") from None
 
 
 # --- the public entry point -----------------------------------------------------------
@@ -471,10 +476,7 @@ def fetch(
         if mirror is not None:
             _unpack_from_mirror(corpus, Path(mirror), staging, log)
         else:
-            try:
-                _unpack_from_upstream(corpus, Path(downloads or DEFAULT_DOWNLOADS), staging, log)
-            except FetchError as exc:
-                raise _without_bad_downloads(corpus, downloads, exc) from None
+            _unpack_from_upstream(corpus, Path(downloads or DEFAULT_DOWNLOADS), staging, log)
         unpacked = staging / corpus.root
         if corpus.messages_from is not None:
             log(f"writing {corpus.name}'s messages")
@@ -496,8 +498,9 @@ def fetch(
 
 
 def _without_bad_downloads(corpus: Corpus, downloads: Path | None, exc: FetchError) -> FetchError:
-    """``exc``, after deleting the corpus's cached downloads it may come from: a bad
-    one was reused by every later run, which failed on it for ever."""
+    """``exc`` (the unpacked corpus failed verification), after deleting the corpus's
+    cached downloads, which one of them is wrong is not known: a bad one was reused by
+    every later run, which failed on it for ever."""
     folder = Path(downloads or DEFAULT_DOWNLOADS)
     deleted = []
     for up in corpus.upstream:

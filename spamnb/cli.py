@@ -171,7 +171,12 @@ def _output_file(ctx: click.Context, param: click.Parameter, value: str | None) 
         folder = os.path.dirname(os.path.realpath(path))
         if not os.path.isdir(folder):
             raise fail(f"cannot write {value}: there is no folder {folder}")
-        if not os.access(folder, os.W_OK | os.X_OK) and not os.access(path, os.W_OK):
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)
+        except OSError:
+            regular = True  # not there yet: a new file in the folder
+        # A file is replaced through a new one beside it; a device or FIFO is written.
+        if regular and not os.access(folder, os.W_OK | os.X_OK):
             raise fail(f"cannot write {value}: {folder} may not be written")
     return path
 

@@ -75,7 +75,19 @@ def check_folders(path: str | os.PathLike[str]) -> None:
     the way, or point a link elsewhere.  Group write counts as others': a group can
     hold more users than its member list shows (those whose primary group it is, and
     named users of an access control list, which show in the group bits)."""
-    for folder in _looked_up_in(os.fspath(path)):
+    folders, links = _looked_up_in(os.fspath(path))
+    for link in links:
+        try:
+            owner = os.lstat(link).st_uid
+        except OSError:
+            continue
+        if owner not in (0, os.getuid()):
+            # (Linux's fs.protected_symlinks refuses to follow one in a sticky folder.)
+            raise ModelFileError(
+                f"{path} is reached through the link {link}, which belongs to another "
+                "user, who could point it elsewhere (use --trust-model if you trust them)"
+            )
+    for folder in folders:
         try:
             status = os.stat(folder)
         except OSError:
@@ -92,17 +104,19 @@ def check_folders(path: str | os.PathLike[str]) -> None:
             )
 
 
-def _looked_up_in(path: str) -> list[str]:
+def _looked_up_in(path: str) -> tuple[list[str], list[str]]:
     """The folders in which the names of ``path`` are looked up, in order, as the
-    kernel resolves it: from / (or the working folder) down, each link's target in
-    turn, ".." taken after the links before it (os.path.abspath would take it first,
-    and "ww/link/../x" would then name another folder than the one opened)."""
+    kernel resolves it, and the links it follows: from / (or the working folder) down,
+    each link's target in turn, ".." taken after the links before it (os.path.abspath
+    would take it first, and "ww/link/../x" would then name another folder than the
+    one opened)."""
     if not path.startswith("/"):
         path = os.getcwd() + "/" + path
     parts = path.split("/")
     parts.reverse()  # a stack: the next name on top
     current = "/"
     folders: list[str] = []
+    links: list[str] = []
     hops = 0
     while parts:
         name = parts.pop()
@@ -119,10 +133,11 @@ def _looked_up_in(path: str) -> list[str]:
         except OSError:  # not a link, or not there: the open will say
             current = candidate
             continue
+        links.append(candidate)
         hops += 1
         if hops > 40:  # the kernel's own limit
             break
         if target.startswith("/"):
             current = "/"
         parts.extend(reversed(target.split("/")))
-    return folders
+    return folders, links

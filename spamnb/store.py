@@ -520,6 +520,9 @@ def training_lock(
     _refuse_other_than_a_file(path)
     try:
         _make_folder(path.parent)
+        if not trust:
+            # Again: a folder someone made on the way meanwhile would be taken as ours.
+            check_folders(path)
         fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise ModelFileError(f"cannot lock model {path}: {exc.strerror or exc}") from None

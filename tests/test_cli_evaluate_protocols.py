@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import csv
 import math
+import os
 import re
 from pathlib import Path
 
@@ -267,6 +268,27 @@ def test_report_and_predictions_paths_are_checked_before_the_evaluation(tmp_path
         assert_one_line_error(result, said)
         assert not predictions.exists()
         assert not (tmp_path / "newdir").exists()
+
+
+def test_a_report_in_a_folder_that_may_not_be_written_is_refused_first(
+    tmp_path, sample_maildir, monkeypatch
+):
+    # The report is written beside itself and renamed, so its folder must take a new
+    # file even when the old report may be written.
+    from spamnb import cli
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "r.html").write_text("old")
+    real_access = os.access
+    monkeypatch.setattr(
+        cli.os,
+        "access",
+        lambda path, mode: False if os.fspath(path) == str(locked) else real_access(path, mode),
+    )
+    result = run(*sample_args(sample_maildir), "--test-size", "0.3", "--report", locked / "r.html")
+    assert_one_line_error(result, "may not be written")
+    assert (locked / "r.html").read_text() == "old"
 
 
 def test_an_existing_report_keeps_its_permissions_and_a_new_one_is_private(

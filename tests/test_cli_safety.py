@@ -432,3 +432,37 @@ def test_a_trainer_that_waits_for_another_says_so(model, sample_maildir):
     os.close(lock)
     assert trainer.wait(timeout=60) == 0
     assert b"learned 1" in trainer.stdout.read()
+
+
+def test_a_link_of_another_user_on_the_way_is_refused(model, tmp_path, monkeypatch):
+    import spamnb.paths
+
+    link = tmp_path / "current"
+    link.symlink_to(model.name)
+    real_lstat = os.lstat
+
+    def lstat_as_if_given_away(path, *args, **kwargs):
+        status = real_lstat(path, *args, **kwargs)
+        if os.fspath(path) == str(link):
+            fields = list(status)
+            fields[4] = os.getuid() + 1000  # st_uid
+            return os.stat_result(fields)
+        return status
+
+    monkeypatch.setattr(spamnb.paths.os, "lstat", lstat_as_if_given_away)
+    assert_one_line_error(run("info", "-m", link), f"the link {link}", "another user")
+    assert run("info", "-m", model).exit_code == 0
+
+
+def test_a_folder_made_on_the_way_meanwhile_is_checked_again(tmp_path, monkeypatch):
+    import spamnb.store
+    from spamnb.paths import ModelFileError
+
+    def made_by_someone_else(folder):
+        folder.mkdir(mode=0o777, parents=True)
+        folder.chmod(0o777)
+
+    monkeypatch.setattr(spamnb.store, "_make_folder", made_by_someone_else)
+    lock = spamnb.store.training_lock(tmp_path / "new" / "model.joblib")
+    with pytest.raises(ModelFileError, match="others may write"), lock:
+        pass

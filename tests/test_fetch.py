@@ -351,8 +351,9 @@ def test_a_cached_download_that_fails_is_deleted(tmp_path: Path) -> None:
     downloads.mkdir()
     cached = downloads / fetch_mod.CORPORA["enron1"].upstream[0].url.rsplit("/", 1)[-1]
     cached.write_bytes(b"not an archive")
-    with pytest.raises(fetch_mod.FetchError, match=rf"deleted {re.escape(str(cached))}"):
+    with pytest.raises(fetch_mod.FetchError, match=re.escape(f"{cached}: ")) as info:
         fetch_mod.fetch("enron1", tmp_path / "dest", downloads=downloads)
+    assert "deleted it; the next run downloads it again" in str(info.value)
     assert not cached.exists()
 
 
@@ -436,3 +437,27 @@ def test_zip_members_must_be_plain_top_level_files(tmp_path: Path, bad: str) -> 
 def test_unknown_corpus_name() -> None:
     with pytest.raises(ValueError, match="unknown corpus"):
         fetch_mod.fetch("enron7", Path("unused"))
+
+
+def test_a_failed_download_leaves_the_good_ones_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every cached archive of the corpus was deleted when any later one failed.
+    downloads = tmp_path / "dl"
+    downloads.mkdir()
+    first = fetch_mod.CORPORA["spamassassin"].upstream[0]
+    good = downloads / first.url.rsplit("/", 1)[-1]
+    with tarfile.open(good, "w:bz2") as tar:
+        body = b"Subject: hi\n\nhello\n"
+        info = tarfile.TarInfo(f"{first.top}/00001.x")
+        info.size = len(body)
+        tar.addfile(info, io.BytesIO(body))
+
+    def unreachable(*args: object, **kwargs: object) -> None:
+        raise urllib.error.URLError("no route to host")
+
+    monkeypatch.setattr(urllib.request, "urlopen", unreachable)
+    with pytest.raises(fetch_mod.FetchError, match="download failed") as info:
+        fetch_mod.fetch("spamassassin", tmp_path / "dest", downloads=downloads)
+    assert "deleted" not in str(info.value)
+    assert good.is_file()
