@@ -2236,11 +2236,14 @@ def tune(
     except ValueError as exc:
         raise fail(str(exc)) from None
     token_lists = tokenize_with_progress(SpamFilter(), items, "Reading", workers)
+    # Progress in messages scored: each setting scores every tuning message once.
+    tuned = len(labels)
     try:
-        # Progress in messages scored: each setting scores every tuning message once.
-        tuned = len(labels)
         if test_size is not None:
             tuned = len(stratified_split(labels, test_size, seed)[0])
+    except ValueError as exc:
+        raise fail(f"cannot tune: {exc}") from None
+    try:
         with progress_bar("Tuning", tuned * len(grid)) as advance:
             result = tune_grid(
                 token_lists,
@@ -2253,7 +2256,9 @@ def tune(
                 on_step=advance,
             )
     except ValueError as exc:
-        raise fail(f"cannot tune: {exc}") from None
+        # The counts in it are of what tuning was left with, not of what was given.
+        left = f" the {tuned:,} messages left after the test part" if test_size else ""
+        raise fail(f"cannot tune{left}: {exc}") from None
     warnings = [
         warning
         for warning in (

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, fields
+from fractions import Fraction
 from itertools import product
 from typing import Any
 
@@ -86,11 +87,18 @@ class Setting:
         }
 
     def train_options(self) -> str:
-        """The `spamnb train` options that give a model this setting."""
-        return (
-            f"--event-model {self.event_model} --alpha {self.alpha:g} "
-            f"--max-features {self.max_features}"
+        """The `spamnb train` options that give a model this setting, with the other
+        scoring options at the values tuning measured them with (a fresh filter's): on
+        a model with other ones, the setting alone scored as nothing tuning tried."""
+        fresh = SpamFilter()
+        options = (
+            f"--event-model {self.event_model} --alpha {self.alpha!r} "
+            f"--max-features {self.max_features} --min-count {fresh.model.min_count} "
+            f"--mistake-weight {fresh.mistakes.weight!r}"
         )
+        if self.max_features:
+            options += f" --select {fresh.model.selection}"
+        return options
 
 
 def make_grid(
@@ -334,7 +342,8 @@ def fp_rate_cutoffs(
     for rate in rates:
         if not 0 <= rate < 1:
             raise ValueError(f"a false-positive rate must be in [0, 1), not {rate}")
-        allowed = math.floor(rate * len(ham))
+        # Exactly: 0.009 * 3000 is 26.999999999999996 in floating point.
+        allowed = math.floor(Fraction(repr(rate)) * len(ham))
         # Everything strictly above the (allowed + 1)-th highest ham score keeps to it.
         highest_stopped = float(ham[-(allowed + 1)])
         k = math.floor(highest_stopped * step)

@@ -8,6 +8,7 @@ import pytest
 from cli_helpers import assert_one_line_error, run, run_json
 
 from spamnb import cli, tuning
+from spamnb.store import load
 
 SMALL = ("--event-models", "boolean,multinomial", "--alphas", "1,0.01", "--max-features", "0")
 
@@ -49,7 +50,8 @@ def test_json_has_every_setting_and_chooses_by_the_rule(sample_maildir):
     chosen = report["chosen"]
     assert (chosen["event_model"], chosen["alpha"], chosen["max_features"]) == tried[best_position]
     assert chosen["train_options"] == (
-        f"--event-model {chosen['event_model']} --alpha {chosen['alpha']:g} --max-features 0"
+        f"--event-model {chosen['event_model']} --alpha {chosen['alpha']!r} --max-features 0"
+        " --min-count 1 --mistake-weight 0.5"
     )
 
 
@@ -144,3 +146,21 @@ def test_the_suggested_command_is_never_wrapped(sample_maildir):
     command = f"Train with it: spamnb train {options}"
     assert len(command) > 80
     assert command in run(*args, *grid).stdout.splitlines()
+
+
+def test_the_printed_options_give_a_model_the_settings_tune_measured(tmp_path, sample_maildir):
+    # A model made with other scoring options kept them, and scored with a setting no
+    # row of the grid had measured.
+    model = tmp_path / "m.joblib"
+    made = run(
+        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham",
+        "--min-count", "2", "--mistake-weight", "0", "--select", "df",
+    )  # fmt: skip
+    assert made.exit_code == 0, made.output
+    grid = ["--event-models", "boolean", "--alphas", "0.01", "--max-features", "300"]
+    args = ["tune", "-j", "1", "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+    options = run_json(*args, *grid)["chosen"]["train_options"].split()
+    assert run("train", "-m", model, *options).exit_code == 0
+    described = load(model).model
+    assert (described.min_count, described.selection, described.max_features) == (1, "ig", 300)
+    assert load(model).mistakes.weight == 0.5

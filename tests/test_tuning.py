@@ -289,5 +289,19 @@ def test_setting_round_trips_through_a_model():
     Setting("boolean", 0.01, 0).apply(spam_filter.model)
     assert spam_filter.model.max_features is None
     assert Setting("boolean", 0.01, 0).train_options() == (
-        "--event-model boolean --alpha 0.01 --max-features 0"
+        "--event-model boolean --alpha 0.01 --max-features 0 --min-count 1 --mistake-weight 0.5"
     )
+    # k as measured, not rounded to six digits; the ranking only when tokens are cut.
+    assert Setting("bernoulli", 0.0123456789, 300).train_options() == (
+        "--event-model bernoulli --alpha 0.0123456789 --max-features 300 --min-count 1"
+        " --mistake-weight 0.5 --select ig"
+    )
+
+
+def test_a_target_rate_allows_exactly_floor_rate_times_ham():
+    # 0.009 * 3000 is 26.999999999999996 in floating point: one ham too few allowed.
+    scores = np.linspace(0, 1, 3_100)
+    is_spam = np.zeros(3_100, dtype=bool)
+    is_spam[-100:] = True
+    (row,) = fp_rate_cutoffs(scores, is_spam, [0.009])
+    assert (row["ham"], row["ham_above"]) == (3_000, 27)
