@@ -25,7 +25,6 @@ import click
 
 from . import __version__
 from .pipe import DEFAULT_MAX_SIZE
-from .words import class_list
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -480,10 +479,16 @@ def load_table_scorer(model_path: Path | None) -> TableScorer | None:
 def warn_if_old_tokenizer(path: Path, version: int) -> None:
     from .tokens import TOKENIZER_VERSION
 
-    if version != TOKENIZER_VERSION:
+    if version < TOKENIZER_VERSION:
         warn(
             f"{path} was trained with tokenizer {version}, this spamnb "
             f"tokenizes with {TOKENIZER_VERSION}; retrain it with --new for full accuracy"
+        )
+    elif version > TOKENIZER_VERSION:
+        # --new would throw away a model a newer spamnb made.
+        warn(
+            f"{path} was trained with tokenizer {version}, newer than this spamnb's "
+            f"{TOKENIZER_VERSION}; upgrade spamnb to score it as it was trained"
         )
 
 
@@ -938,6 +943,9 @@ def train(
                     # would throw a good model away.
                     hint = " (use --new to replace it)" if isinstance(exc, NotAModelError) else ""
                     raise fail(f"{exc}{hint}") from None
+                if not fresh:
+                    # The nightly cron job's command: the one place such a user looks.
+                    warn_if_old_tokenizer(path, spam_filter.settings.version)
                 classes_before = list(spam_filter.classes)
                 scored_as = scoring_settings(spam_filter)
                 fitted_as = calibration_fit(spam_filter)
@@ -984,6 +992,10 @@ def train(
     except ModelFileError as exc:
         raise fail(str(exc)) from None
     by_class = outcome.pop("by_class")
+    problem = spam_filter.scoring_problem()
+    if problem is not None and spam_filter.empty_classes():
+        # Forgetting all of a class: the model would call all mail the other classes.
+        warn(f"{problem}; until then classify and --pipe refuse it")
     uncalibrated_warning(spam_filter)
     for warning in cut_warnings(outcome["cut"], spam_filter.settings, "learnt"):
         warn(warning["message"])
@@ -1294,9 +1306,9 @@ def classify(
     spam_filter: SpamFilter | None = None
     if scorer is None:
         spam_filter, _ = load_filter(model_path)
-        if len(spam_filter.classes) < 2:
-            has = class_list(spam_filter.classes)
-            raise fail(f"the model knows only {has}; train at least two classes")
+        problem = spam_filter.scoring_problem()
+        if problem is not None:
+            raise fail(problem)
         apply_scoring_options(spam_filter, scoring)
         if explain and spam_filter.positive_class() is None:
             has = ", ".join(spam_filter.classes)
@@ -1433,13 +1445,11 @@ def print_verdicts(
         else:
             click.echo(f"{label}\t{shown:.4f}\t{where}")
             if explanations is not None:
-                for line in explanation_lines(explanations[row], spam_filter, float(log_odds[row])):
+                for line in explanation_lines(explanations[row], spam_filter):
                     click.echo(f"    {line}")
 
 
-def explanation_lines(
-    explanation: Mapping[str, Any], spam_filter: SpamFilter, log_odds: float
-) -> list[str]:
+def explanation_lines(explanation: Mapping[str, Any], spam_filter: SpamFilter) -> list[str]:
     """--explain's lines under a verdict; tokens come from the mail, so they are shown
     escaped: a token must not be able to move the cursor or recolour the terminal."""
     from .report import printable
@@ -1453,10 +1463,18 @@ def explanation_lines(
         )
     if explanation["cut"]["tokens"]:
         lines.append(f"cut: its tokens stop at the cap of {settings.max_tokens:,}")
+    # Against the one class: with three or more, the verdict's log-odds are of spam
+    # against all the rest, which these tokens do not add up to.
     lines.append(
         f"{explanation['tokens']:,} tokens, {explanation['known_tokens']:,} known to the "
-        f"model; log-odds {log_odds:+.2f} (spam against {explanation['against']})"
+        f"model; log-odds {explanation['log_odds']:+.2f} (spam against "
+        f"{explanation['against']})"
     )
+    if abs(explanation["other_terms"]) >= 0.005:
+        lines.append(
+            f"from no token: {explanation['other_terms']:+.2f} (the class prior; with "
+            "bernoulli, the words it lacks)"
+        )
     for key, toward in (("toward_spam", "spam"), ("toward_other", explanation["against"])):
         shown = ", ".join(
             f"{printable(entry['token'])} {entry['log_odds']:+.2f}" for entry in explanation[key]

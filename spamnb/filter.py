@@ -304,6 +304,28 @@ class SpamFilter:
         """The class whose probability is "the spam probability", if the model has it."""
         return SPAM if SPAM in self.classes else None
 
+    def empty_classes(self) -> list[str]:
+        """Classes without a message, as forgetting all of one leaves them: their prior
+        is 0, so every message went to the others with certainty, and said nothing."""
+        counts = self.model.class_counts
+        return [label for label, count in zip(self.classes, counts, strict=True) if count <= 0]
+
+    def scoring_problem(self) -> str | None:
+        """Why this model cannot tell mail apart, in one line, or None if it can: fewer
+        than two classes, or one of the two sides of spam against the rest without a
+        message (a third class left empty, as a move can leave one, harms nothing)."""
+        if len(self.classes) < 2:
+            return f"the model knows only {class_list(self.classes)}; train at least two classes"
+        empty = self.empty_classes()
+        positive = self.positive_class()
+        with_mail = [label for label in self.classes if label not in empty]
+        if len(with_mail) < 2 or (positive is not None and positive in empty):
+            return (
+                f"the model has no {' or '.join(empty)} messages left (its classes: "
+                f"{class_list(self.classes)}); train it with some"
+            )
+        return None
+
     def score_tokens(
         self, token_lists: Sequence[Sequence[str]]
     ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray]:
@@ -515,7 +537,10 @@ class SpamFilter:
         Against the other class most likely for it, the ``n`` tokens that pushed it most
         toward spam and toward that class, with what each added to the log-odds (a
         token counts once in the models that count presence); ``known_tokens`` is how
-        many of its token occurrences the model scores.
+        many of its token occurrences the model scores; ``log_odds`` the log-odds of
+        spam against that class, and ``other_terms`` what in it no token added (the
+        class prior, and in the Bernoulli model the words the message lacks), so that
+        the tokens and it sum to ``log_odds``.
         """
         positive = self.positive_class()
         if positive is None or len(self.classes) < 2:
@@ -543,8 +568,11 @@ class SpamFilter:
             ]
 
         order = np.argsort(added, kind="stable")
+        against = float(jll[self.classes.index(positive)] - jll[self.classes.index(negative)])
         return {
             "against": negative,
+            "log_odds": against,
+            "other_terms": against - float(added.sum()),
             "known_tokens": int(counts[known].sum()),
             "toward_spam": rows(np.array([i for i in order[::-1] if added[i] > 0], dtype=int)),
             "toward_other": rows(np.array([i for i in order if added[i] < 0], dtype=int)),

@@ -339,6 +339,9 @@ def score_with_model(
     if spam_filter.positive_class() is None or len(spam_filter.classes) < 2:
         has = class_list(spam_filter.classes)
         raise ValueError(f"the model needs a spam class and another (it has {has})")
+    problem = spam_filter.scoring_problem()
+    if problem is not None:
+        raise ValueError(problem)
     tokens = spam_filter.tokenize([data])
     arrays = table_arrays(spam_filter)
     if arrays is not None:

@@ -182,6 +182,7 @@ _PIPE_TABLE_STATES = {
     "stale": "made for another write of the model file (copied, restored or replaced since)"
     + _RETRAIN,
     "damaged": "damaged" + _RETRAIN,
+    "untrusted": "not used: another user's, or others may write it (the pipe loads the model)",
 }
 
 

@@ -177,7 +177,7 @@ def table_arrays(spam_filter: SpamFilter) -> tuple[dict[str, Any], tuple[Any, ..
 
     model = spam_filter.model
     positive = spam_filter.positive_class()
-    if positive is None or len(model.classes) < 2:
+    if positive is None or spam_filter.scoring_problem() is not None:
         return None
     active = model.active_features()
     prior = model.class_log_prior()

@@ -468,3 +468,61 @@ def test_help_leaves_out_the_tokenizer_options_a_model_fixes():
     for option in ("--word-pairs", "--max-bytes", "--max-tokens"):
         assert option not in shown
     assert "--word-pairs" in run("train", "--help").output
+
+
+@pytest.mark.parametrize(
+    ("labels", "options"),
+    [
+        ({"spam": 30, "ham": 4}, ()),  # a prior far from even
+        ({"spam": 30, "ham": 30}, ("--event-model", "bernoulli")),  # the absent words
+        ({"spam": 30, "ham": 15, "lists": 15}, ()),  # against one class of three
+    ],
+)
+def test_explained_tokens_and_other_terms_add_up_to_the_log_odds(
+    tmp_path, sample_maildir, labels, options
+):
+    def files(label):
+        return sorted(p for p in (sample_maildir / label).rglob("*") if p.is_file())
+
+    pools = {"spam": files("spam"), "other": files("ham")}
+    folders = {}
+    for label, count in labels.items():
+        pool = pools["spam" if label == "spam" else "other"]
+        folder = folders[label] = tmp_path / label
+        folder.mkdir()
+        for source in pool[:count]:
+            (folder / source.name).write_bytes(source.read_bytes())
+        del pool[:count]
+    model = tmp_path / "m.joblib"
+    args = ["train", "-m", model, "--spam", folders["spam"], "--ham", folders["ham"], *options]
+    if "lists" in folders:
+        args += ["--label", f"lists={folders['lists']}"]
+    assert run(*args).exit_code == 0
+    message = tmp_path / "short.eml"
+    message.write_bytes(b"Subject: cheap offer\n\nplease call now\n")
+    record = json.loads(run("classify", "--explain", "--json", "-m", model, message).stdout)
+    explained = record["explanation"]
+    tokens = explained["toward_spam"] + explained["toward_other"]
+    assert len(tokens) < 10  # every token of the message is listed
+    total = sum(entry["log_odds"] for entry in tokens) + explained["other_terms"]
+    assert total == pytest.approx(explained["log_odds"], abs=1e-9)
+    assert abs(explained["other_terms"]) > 0.01
+    if "lists" not in folders:
+        assert explained["log_odds"] == pytest.approx(record["log_odds"])
+
+
+def test_a_model_with_a_class_forgotten_whole_refuses_to_classify(tmp_path, sample_maildir):
+    # Its prior for that class is 0: every message was certain spam, and nothing said so.
+    model = tmp_path / "m.joblib"
+    spam, ham = sample_maildir / "spam", sample_maildir / "ham"
+    assert run("train", "-m", model, "--spam", spam, "--ham", ham).exit_code == 0
+    forgot = run("train", "-m", model, "--forget", ham)
+    assert forgot.exit_code == 0 and "no ham messages left" in forgot.stderr
+    message = sorted((ham / "cur").iterdir())[0]
+    assert_one_line_error(run("classify", "-m", model, message), "no ham messages left")
+    piped = run("classify", "--pipe", "-m", model, input=message.read_bytes())
+    assert piped.exit_code == 3 and piped.stdout_bytes == message.read_bytes()
+    assert "no ham messages left" in piped.stderr
+    # Trained again with ham, it classifies.
+    assert run("train", "-m", model, "--ham", ham).exit_code == 0
+    assert run("classify", "-m", model, message).stdout.startswith("ham\t")

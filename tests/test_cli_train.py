@@ -764,3 +764,20 @@ def test_forgetting_reads_in_batches_and_tokenizes_only_what_the_model_learnt(
     assert sum(tokenized) == spam_learnt and len(tokenized) > 1
     assert max(tokenized) <= 4
     assert "spam" not in load(model).trained.values()
+
+
+@pytest.mark.parametrize(("offset", "said"), [(-1, "retrain it with --new"), (1, "upgrade spamnb")])
+def test_a_model_of_another_tokenizer_version_is_told_apart(tmp_path, sample_maildir, offset, said):
+    from spamnb.filter import SpamFilter
+    from spamnb.store import save
+    from spamnb.tokens import TOKENIZER_VERSION, TokenizerSettings
+
+    model = tmp_path / "m.joblib"
+    other = SpamFilter(settings=TokenizerSettings(version=TOKENIZER_VERSION + offset))
+    other.train_tokens([["cheap", "pills"], ["lunch", "today"]], ["spam", "ham"])
+    save(other, model)
+    message = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
+    # train, which a nightly job runs, says it too (it said nothing).
+    for result in (run("info", "-m", model), run("train", "-m", model, "--spam", message)):
+        assert result.exit_code == 0, result.output
+        assert f"tokenizer {TOKENIZER_VERSION + offset}" in result.stderr and said in result.stderr
