@@ -364,6 +364,17 @@ def most_local_jobs() -> int:
     return max(cores, 2)
 
 
+def allow_empty_option(done: str) -> Callable[[Callable], Callable]:
+    """--allow-empty, for the commands that read folders a user empties (a junk folder
+    emptied since the last run, a new/ folder between deliveries)."""
+    return click.option(
+        "--allow-empty",
+        is_flag=True,
+        help=f"A folder, mbox or file without messages (a junk folder emptied since the "
+        f"last run) {done} instead of being an error.",
+    )
+
+
 def parallel_options(command: Callable) -> Callable:
     """--jobs, --backend and --scheduler, passed to the command as one ``workers`` dict."""
 
@@ -851,12 +862,7 @@ def main() -> None:
     help="Calibrated spam score at or above which --pipe says Spam [chosen from the data].",
 )
 @click.option("--new", is_flag=True, help="Start a new model instead of adding to an existing one.")
-@click.option(
-    "--allow-empty",
-    is_flag=True,
-    help="A folder, mbox or file without messages (a junk folder emptied since the "
-    "last run) adds none instead of being an error.",
-)
+@allow_empty_option("adds none")
 @parallel_options
 @json_option
 def train(
@@ -1260,6 +1266,7 @@ def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     "toward ham, and what the tokenizer's limits cut.",
 )
 @reader_options
+@allow_empty_option("prints nothing")
 @tokenizer_options_hidden
 @scoring_options
 @parallel_options
@@ -1274,6 +1281,7 @@ def classify(
     explain: bool,
     mail_format: str | None,
     recursive: bool,
+    allow_empty: bool,
     scoring: dict[str, Any],
     workers: dict[str, Any],
     as_json: bool,
@@ -1293,7 +1301,15 @@ def classify(
         unused = [
             f"--{name.replace('_', '-')}" for name, value in scoring.items() if value is not None
         ]
-        unused += [flag for flag, given in (("--json", as_json), ("--explain", explain)) if given]
+        unused += [
+            flag
+            for flag, given in (
+                ("--json", as_json),
+                ("--explain", explain),
+                ("--allow-empty", allow_empty),
+            )
+            if given
+        ]
         if unused:
             raise fail(f"{', '.join(unused)} cannot be used with --pipe")
         filter_pipe(model_path, header_name, exit_zero, max_size, sys.stdin.buffer)
@@ -1322,7 +1338,12 @@ def classify(
     labeller = scorer if scorer is not None else spam_filter
     assert labeller is not None
     counted_batches = mail_in_workers(
-        (item for item, _ in iter_labelled([("", p) for p in paths], mail_format, recursive)),
+        (
+            item
+            for item, _ in iter_labelled(
+                [("", p) for p in paths], mail_format, recursive, allow_empty=allow_empty
+            )
+        ),
         labeller.settings,
         workers,
         vocabulary=spam_filter.vocabulary if spam_filter is not None else None,

@@ -526,3 +526,21 @@ def test_a_model_with_a_class_forgotten_whole_refuses_to_classify(tmp_path, samp
     # Trained again with ham, it classifies.
     assert run("train", "-m", model, "--ham", ham).exit_code == 0
     assert run("classify", "-m", model, message).stdout.startswith("ham\t")
+
+
+def test_allow_empty_lets_an_empty_folder_print_nothing(tmp_path, sample_maildir):
+    # classify ~/Maildir/new ~/Maildir/cur failed whenever new/ was empty.
+    model = tmp_path / "m.joblib"
+    assert run("train", "-m", model, "--spam", sample_maildir / "spam",
+               "--ham", sample_maildir / "ham").exit_code == 0  # fmt: skip
+    empty = tmp_path / "new"
+    empty.mkdir()
+    folder = sample_maildir / "ham" / "new"
+    assert_one_line_error(run("classify", "-m", model, empty, folder), "no messages found")
+    result = run("classify", "--allow-empty", "-m", model, empty, folder)
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) == len(list(folder.iterdir()))
+    assert_one_line_error(
+        run("classify", "--pipe", "--allow-empty", "-m", model, input=b"Subject: x\n\ny\n"),
+        "--allow-empty cannot be used with --pipe",
+    )
