@@ -1064,6 +1064,36 @@ def small_class_warning(labels: Sequence[str]) -> dict[str, str] | None:
     }
 
 
+def tuning_score_warnings(result: Any, tuned_labels: Sequence[str]) -> list[dict[str, str]]:
+    """What evaluate --folds warns of, for tune's chosen row: accuracy no better than
+    always saying the commonest class, and fold models whose spam score, which the
+    cut-off table and the tie-break rank by, was never calibrated."""
+    from collections import Counter
+
+    warnings = []
+    commonest, count = Counter(tuned_labels).most_common(1)[0]
+    baseline = count / len(tuned_labels)
+    accuracy = result.rows[result.chosen]["accuracy"]
+    if accuracy <= baseline:
+        warnings.append(
+            {
+                "kind": "baseline",
+                "message": f"the chosen setting's accuracy {100 * accuracy:.2f}% is no better "
+                f"than always saying {commonest!r} ({100 * baseline:.2f}%)",
+            }
+        )
+    if result.uncalibrated_folds:
+        warnings.append(
+            {
+                "kind": "uncalibrated",
+                "message": f"{result.uncalibrated_folds} of {result.folds} folds' spam scores "
+                "were not calibrated (too few messages of a class to fit them on): the cut-off "
+                "table pools raw probabilities with calibrated scores",
+            }
+        )
+    return warnings
+
+
 def calibration_fit(spam_filter: SpamFilter) -> tuple[float, float, int]:
     """What a refit of the calibration changes (cut-offs set by hand change apart)."""
     calibration = spam_filter.calibration
@@ -2303,6 +2333,7 @@ def tune(
         for warning in (
             copies_warning(copies),
             small_class_warning([labels[i] for i in result.tuned_on]),
+            *tuning_score_warnings(result, [labels[i] for i in result.tuned_on]),
         )
         if warning
     ]

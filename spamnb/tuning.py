@@ -406,6 +406,10 @@ class TuneResult:
     # on all of ``tuned_on`` that produced them.
     test: dict[str, Any] | None = None
     final_filter: SpamFilter | None = None
+    # The chosen setting's fold models whose spam score had too few messages of a
+    # class to be calibrated on, of all its fold models.
+    uncalibrated_folds: int = 0
+    folds: int = 0
 
     @property
     def setting(self) -> Setting:
@@ -440,6 +444,14 @@ def tune(
     tune_tokens = [token_lists[i] for i in tuned_on]
     tune_labels = [labels[i] for i in tuned_on]
     results = cross_validate(tune_tokens, tune_labels, folds, seed, settings, on_step=on_step)
+    for out in results:
+        if out.decision is not None and not np.isfinite(out.decision).all():
+            # Bernoulli at a tiny k makes some words certain in one class: their absence
+            # costs -inf there, and a message's log-odds come out NaN.
+            raise ValueError(
+                f"{out.setting.event_model} k={out.setting.alpha!r} gives scores that are "
+                "not finite (a k this small makes some words certain); leave it out"
+            )
     rows = grid_rows(results)
     chosen = best_row(rows)
     best = results[chosen]
@@ -452,6 +464,8 @@ def tune(
         cutoffs=cutoffs,
         tuned_on=tuned_on,
         test_indices=test_indices,
+        uncalibrated_folds=sum(not fit.fitted_on for fit in best.calibrations),
+        folds=len(best.calibrations),
     )
     if test_size is not None:
         final = SpamFilter()

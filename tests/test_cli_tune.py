@@ -164,3 +164,26 @@ def test_the_printed_options_give_a_model_the_settings_tune_measured(tmp_path, s
     described = load(model).model
     assert (described.min_count, described.selection, described.max_features) == (1, "ig", 300)
     assert load(model).mistakes.weight == 0.5
+
+
+def test_tune_warns_as_evaluate_folds_does(tmp_path, sample_maildir):
+    # Two spam among many ham: the chosen row was exactly always-ham, and most folds
+    # had no spam score calibrated, and tune said only that a class was small.
+    spam = tmp_path / "spam"
+    spam.mkdir()
+    for source in sorted((sample_maildir / "spam" / "cur").iterdir())[:2]:
+        (spam / source.name).write_bytes(source.read_bytes())
+    report = run_json(
+        "tune", "-j", "1", "--spam", spam, "--ham", sample_maildir / "ham", "--folds", "2",
+        "--event-models", "boolean", "--alphas", "0.01", "--max-features", "0", "--json",
+    )  # fmt: skip
+    kinds = {warning["kind"] for warning in report["warnings"]}
+    assert "uncalibrated" in kinds
+    chosen = next(row for row in report["grid"] if row["chosen"])
+    assert ("baseline" in kinds) == (chosen["accuracy"] <= 30 / 32)
+
+
+def test_a_setting_whose_scores_are_not_finite_is_named(sample_maildir):
+    args = ["tune", "-j", "1", "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+    result = run(*args, "--alphas", "1e-20,0.01", "--event-models", "bernoulli")
+    assert_one_line_error(result, "bernoulli k=1e-20", "not finite")
