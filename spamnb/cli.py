@@ -2554,7 +2554,11 @@ def info(model_path: Path | None, as_json: bool) -> None:
         "max_features": model.max_features,
         "selection": model.selection,
         "bytes": os.path.getsize(path),
-        "pipe_table": pipe_table_state(path),
+        # No table is written for a model the pipe cannot score with: "missing" and
+        # its advice to train again said the wrong thing.
+        "pipe_table": "unusable"
+        if spam_filter.positive_class() is None or spam_filter.scoring_problem()
+        else pipe_table_state(path),
         "mistake_table": {
             "weight": spam_filter.mistakes.weight,
             "in_use": bool(spam_filter.mistake_weight()),

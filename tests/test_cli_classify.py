@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import assert_one_line_error, run
+from cli_helpers import assert_one_line_error, run, run_json
 
 
 @pytest.fixture(scope="module")
@@ -544,3 +544,12 @@ def test_allow_empty_lets_an_empty_folder_print_nothing(tmp_path, sample_maildir
         run("classify", "--pipe", "--allow-empty", "-m", model, input=b"Subject: x\n\ny\n"),
         "--allow-empty cannot be used with --pipe",
     )
+
+
+def test_info_says_a_model_without_a_spam_class_gets_no_pipe_table(tmp_path, sample_maildir):
+    model = tmp_path / "m.joblib"
+    trained = run("train", "-m", model, "--label", f"news={sample_maildir / 'spam'}",
+                  "--label", f"lists={sample_maildir / 'ham'}")  # fmt: skip
+    assert trained.exit_code == 0, trained.output
+    assert run_json("info", "-m", model, "--json")["pipe_table"] == "unusable"
+    assert "--pipe needs a spam class" in run("info", "-m", model).stdout
