@@ -1412,13 +1412,16 @@ def classify(
 def worker_errors_reported(workers: Mapping[str, Any]) -> Iterator[None]:
     """A worker process's death, Dask missing, or a Dask scheduler that cannot be
     reached, as a one-line error."""
+    import multiprocessing
+
     from .parallel import DASK_BATCH_SECONDS, DaskMissing, DaskUnusable, WorkerDied
 
     try:
         yield
     except (DaskMissing, DaskUnusable, WorkerDied) as exc:
         raise fail(str(exc)) from None
-    except TimeoutError:
+    except (TimeoutError, multiprocessing.TimeoutError):
+        # joblib raises multiprocessing's, which is no OSError.
         if workers["backend"] != "dask":
             raise
         raise fail(

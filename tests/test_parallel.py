@@ -1054,3 +1054,29 @@ def test_more_jobs_than_cores_start_no_more_workers_than_cores(
     most = cli.most_local_jobs()
     assert f"--jobs 400: this machine gives spamnb {most} cores; using {most}" in result.stderr
     assert pools and max(pools) <= most
+
+
+def _batch_that_never_comes_back(*args, **kwargs):
+    time.sleep(8)  # longer than the run waits
+    raise RuntimeError("too late")
+
+
+def test_a_dask_batch_that_never_comes_back_ends_the_run(
+    tmp_path, sample_maildir, monkeypatch, environment_restored
+):
+    # A cluster whose last worker died left training waiting for ever, lock held.
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    monkeypatch.setattr("spamnb.parallel.DASK_BATCH_SECONDS", 2)
+    # In-process workers (threads) see this process's count_batch, which is sent by name.
+    monkeypatch.setattr(parallel, "count_batch", _batch_that_never_comes_back)
+    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
+    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+    ) as cluster:
+        started = time.monotonic()
+        result = run(*args, cluster.scheduler_address)
+        assert_one_line_error(result, "did not return its batch within 2 s")
+        assert time.monotonic() - started < 30
+    assert not (tmp_path / "m.joblib").exists()
