@@ -1677,6 +1677,9 @@ def evaluate(
     if model_path is not None or not (protocols or option_sets):
         # Load the model before reading any mail: a wrong -m should fail at once.
         spam_filter, path = load_filter(model_path)
+        if spam_filter.empty_classes() and spam_filter.scoring_problem():
+            # Its verdicts are certainties of the classes with mail: no test of a filter.
+            raise fail(str(spam_filter.scoring_problem()))
         model_options = scoring_settings(spam_filter)
         apply_scoring_options(spam_filter, scoring)
         rescored = scoring_settings(spam_filter) != model_options
@@ -2495,6 +2498,8 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
             size = save(merged, output)
     except ModelFileError as exc:
         raise fail(str(exc)) from None
+    if merged.empty_classes() and merged.scoring_problem():
+        warn(f"{merged.scoring_problem()}; until then classify and --pipe refuse it")
     if calibration_left_unfitted(filters):
         warn(
             "the merged model's spam score is not calibrated: every calibrated model "
@@ -2528,6 +2533,7 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
 def info(model_path: Path | None, as_json: bool) -> None:
     """Describe a model file."""
     from .store import FORMAT_NAME, FORMAT_VERSION
+    from .table import table_arrays
 
     spam_filter, path = load_filter(model_path)
     model = spam_filter.model
@@ -2557,11 +2563,9 @@ def info(model_path: Path | None, as_json: bool) -> None:
         "max_features": model.max_features,
         "selection": model.selection,
         "bytes": os.path.getsize(path),
-        # No table is written for a model the pipe cannot score with: "missing" and
-        # its advice to train again said the wrong thing.
-        "pipe_table": "unusable"
-        if spam_filter.positive_class() is None or spam_filter.scoring_problem()
-        else pipe_table_state(path),
+        # No table is written for a model the pipe cannot score through one: "missing"
+        # and its advice to train again said the wrong thing.
+        "pipe_table": "unusable" if table_arrays(spam_filter) is None else pipe_table_state(path),
         "mistake_table": {
             "weight": spam_filter.mistakes.weight,
             "in_use": bool(spam_filter.mistake_weight()),

@@ -183,7 +183,8 @@ _PIPE_TABLE_STATES = {
     + _RETRAIN,
     "damaged": "damaged" + _RETRAIN,
     "untrusted": "not used: another user's, or others may write it (the pipe loads the model)",
-    "unusable": "none: --pipe needs a spam class and another, each with mail",
+    "unusable": "none for this model (no spam class, a class without mail, or weights "
+    "of certainty): --pipe loads the whole model",
 }
 
 

@@ -343,7 +343,7 @@ def fp_rate_cutoffs(
         if not 0 <= rate < 1:
             raise ValueError(f"a false-positive rate must be in [0, 1), not {rate}")
         # Exactly: 0.009 * 3000 is 26.999999999999996 in floating point.
-        allowed = math.floor(Fraction(repr(rate)) * len(ham))
+        allowed = math.floor(Fraction(repr(float(rate))) * len(ham))
         # Everything strictly above the (allowed + 1)-th highest ham score keeps to it.
         highest_stopped = float(ham[-(allowed + 1)])
         k = math.floor(highest_stopped * step)
@@ -445,12 +445,12 @@ def tune(
     tune_labels = [labels[i] for i in tuned_on]
     results = cross_validate(tune_tokens, tune_labels, folds, seed, settings, on_step=on_step)
     for out in results:
-        if out.decision is not None and not np.isfinite(out.decision).all():
+        if out.decision is not None and np.isnan(out.decision).any():
             # Bernoulli at a tiny k makes some words certain in one class: their absence
             # costs -inf there, and a message's log-odds come out NaN.
             raise ValueError(
                 f"{out.setting.event_model} k={out.setting.alpha!r} gives scores that are "
-                "not finite (a k this small makes some words certain); leave it out"
+                "not numbers (a k this small makes some words certain); leave it out"
             )
     rows = grid_rows(results)
     chosen = best_row(rows)

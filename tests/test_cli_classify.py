@@ -552,4 +552,23 @@ def test_info_says_a_model_without_a_spam_class_gets_no_pipe_table(tmp_path, sam
                   "--label", f"lists={sample_maildir / 'ham'}")  # fmt: skip
     assert trained.exit_code == 0, trained.output
     assert run_json("info", "-m", model, "--json")["pipe_table"] == "unusable"
-    assert "--pipe needs a spam class" in run("info", "-m", model).stdout
+    assert "--pipe loads the whole model" in run("info", "-m", model).stdout
+    # A third class left without mail classifies, but gets no table either.
+    three = tmp_path / "three.joblib"
+    assert run("train", "-m", three, "--spam", sample_maildir / "spam" / "cur",
+               "--ham", sample_maildir / "ham" / "cur",
+               "--label", f"lists={sample_maildir / 'ham' / 'new'}").exit_code == 0  # fmt: skip
+    assert run("train", "-m", three, "--forget", sample_maildir / "ham" / "new").exit_code == 0
+    assert run_json("info", "-m", three, "--json")["pipe_table"] == "unusable"
+
+
+def test_evaluate_and_merge_say_a_class_was_forgotten_whole(tmp_path, sample_maildir):
+    model, ham_only = tmp_path / "m.joblib", tmp_path / "h.joblib"
+    spam, ham = sample_maildir / "spam", sample_maildir / "ham"
+    assert run("train", "-m", model, "--spam", spam, "--ham", ham / "cur").exit_code == 0
+    assert run("train", "-m", model, "--forget", spam).exit_code == 0
+    result = run("evaluate", "-m", model, "--spam", spam, "--ham", ham)
+    assert_one_line_error(result, "no spam messages left")
+    assert run("train", "-m", ham_only, "--ham", ham / "new").exit_code == 0
+    merged = run("merge", tmp_path / "both.joblib", model, ham_only)
+    assert merged.exit_code == 0 and "no spam messages left" in merged.stderr

@@ -305,3 +305,6 @@ def test_a_target_rate_allows_exactly_floor_rate_times_ham():
     is_spam[-100:] = True
     (row,) = fp_rate_cutoffs(scores, is_spam, [0.009])
     assert (row["ham"], row["ham_above"]) == (3_000, 27)
+    # Rates given as numpy floats work the same.
+    (row,) = fp_rate_cutoffs(scores, is_spam, np.array([0.009]))
+    assert row["ham_above"] == 27
