@@ -72,9 +72,8 @@ def check_folders(path: str | os.PathLike[str]) -> None:
     symbolic link at every hop, must belong to this user or root, and be writable by
     nobody else unless sticky (as /tmp is): the owner of such a folder, or anyone who
     may write it, can rename another file over the model, another folder over one on
-    the way, or point a link elsewhere.  Group write counts as others': a group can
-    hold more users than its member list shows (those whose primary group it is, and
-    named users of an access control list, which show in the group bits)."""
+    the way, or point a link elsewhere.  Group write counts as others', but for the
+    user's own private group (see _private_group_only)."""
     folders, links = _looked_up_in(os.fspath(path))
     for link in links:
         try:
@@ -97,11 +96,42 @@ def check_folders(path: str | os.PathLike[str]) -> None:
                 f"{path} is reached through {folder}, which belongs to another user, who "
                 "could put another model in its place (use --trust-model if you trust them)"
             )
-        if status.st_mode & 0o022 and not status.st_mode & 0o1000:
+        others_write = status.st_mode & 0o002 or (
+            status.st_mode & 0o020 and not _private_group_only(folder, status)
+        )
+        if others_write and not status.st_mode & 0o1000:
             raise ModelFileError(
                 f"{path} is reached through {folder}, which others may write, so they could "
                 f"put another model in its place; chmod go-w it (or use --trust-model)"
             )
+
+
+def _private_group_only(folder: str, status: os.stat_result) -> bool:
+    """Whether the folder's group is the user's private one, and no access control list
+    lets anyone else in: named after the user, the user's primary group, no other
+    member listed.  Debian, Ubuntu and Fedora give every user such a group and a umask
+    of 002, so every folder a user makes is group-writable; refusing those stopped
+    every procmail delivery after an upgrade.  A group can hold users its member list
+    does not show (those whose primary group it is, named users of an ACL, which show
+    in the group bits as its mask), so the name and the ACL are checked too; Debian's
+    OpenSSH trusts such a group for ~/.ssh on the same grounds."""
+    import grp
+    import pwd
+
+    try:
+        group = grp.getgrgid(status.st_gid)
+        user = pwd.getpwuid(os.getuid())
+    except KeyError:
+        return False
+    if group.gr_name != user.pw_name or user.pw_gid != status.st_gid:
+        return False
+    if any(member != user.pw_name for member in group.gr_mem):
+        return False
+    try:
+        os.getxattr(folder, "system.posix_acl_access")
+    except OSError:
+        return True  # no ACL (ENODATA), or none possible here
+    return False
 
 
 def _looked_up_in(path: str) -> tuple[list[str], list[str]]:

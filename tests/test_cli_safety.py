@@ -109,14 +109,43 @@ def test_links_and_dot_dots_on_the_way_to_a_model_are_followed(tmp_path, sample_
     assert run("info", "-m", model).exit_code == 0
 
 
-def test_a_group_writable_folder_is_refused(tmp_path, sample_maildir):
-    # A group can hold users its member list does not show (those whose primary group
-    # it is, named users of an ACL), so group write counts as others'.
+def test_a_group_writable_folder_is_refused_unless_the_group_is_the_users_own(
+    tmp_path, sample_maildir, monkeypatch
+):
+    # Debian, Ubuntu and Fedora give each user a private group and a umask of 002, so
+    # every folder they make is group-writable: refused, every procmail delivery
+    # stopped after an upgrade.  Any other group can hold users its member list does
+    # not show, and an ACL's named users show in the group bits.
+    import grp
+    import pwd
+
     folder = tmp_path / "group"
     model = folder / "model.joblib"
     assert train_sample(model, sample_maildir).exit_code == 0
     folder.chmod(0o770)
+    me = pwd.getpwuid(os.getuid())
+    real_group = grp.getgrgid
+
+    def group_of(members, name=None):
+        def fake(gid):
+            real = real_group(gid)
+            return grp.struct_group((name or real.gr_name, "x", gid, members))
+
+        return fake
+
+    own = group_of([])
+    monkeypatch.setattr(grp, "getgrgid", own)
+    monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(
+        (real_group(os.stat(folder).st_gid).gr_name, *me[1:3], os.stat(folder).st_gid, *me[4:])
+    ))  # fmt: skip
+    assert run("info", "-m", model).exit_code == 0  # the user's private group
+    for fake in (group_of(["eve"]), group_of([], name="staff")):
+        monkeypatch.setattr(grp, "getgrgid", fake)
+        assert_one_line_error(run("info", "-m", model), "others may write")
+    monkeypatch.setattr(grp, "getgrgid", own)
+    monkeypatch.setattr(os, "getxattr", lambda *args: b"an ACL")
     assert_one_line_error(run("info", "-m", model), "others may write")
+    monkeypatch.undo()
     folder.chmod(0o750)
     assert run("info", "-m", model).exit_code == 0
 
