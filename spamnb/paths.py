@@ -51,9 +51,12 @@ def table_path(model_path: str | os.PathLike[str]) -> str:
     return os.fspath(model_path) + ".table"
 
 
-def check_trusted(status: os.stat_result, path: str | os.PathLike[str]) -> None:
-    """Refuse a file another user owns or others may write, or one in a folder where
-    someone else could put another file in its place (see store.load)."""
+def check_trusted(
+    status: os.stat_result, path: str | os.PathLike[str], *, folders: bool = True
+) -> None:
+    """Refuse a file another user owns or others may write, or (unless ``folders`` is
+    False: they were just checked for a file beside it) one in a folder where someone
+    else could put another file in its place (see store.load)."""
     if status.st_uid != os.getuid():
         raise ModelFileError(
             f"{path} belongs to another user, who decides what it calls spam "
@@ -64,7 +67,8 @@ def check_trusted(status: os.stat_result, path: str | os.PathLike[str]) -> None:
             f"{path} is writable by others, who could change what it calls spam; "
             f"chmod go-w it (or use --trust-model)"
         )
-    check_folders(path)
+    if folders:
+        check_folders(path)
 
 
 def check_folders(path: str | os.PathLike[str]) -> None:

@@ -586,7 +586,7 @@ def open_table(
         os.set_blocking(descriptor, True)
         if not trust:
             try:
-                check_trusted(status, table_file)
+                check_trusted(status, table_file, folders=False)  # the model's, above
             except ModelFileError:
                 os.close(descriptor)
                 return None, "untrusted"
