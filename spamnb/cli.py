@@ -667,6 +667,13 @@ def _count(n: int, noun: str) -> str:
     return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
 
 
+def forgotten_class_warning(spam_filter: SpamFilter) -> None:
+    """Warn of a model written with a side of spam against the rest forgotten whole,
+    which would call all mail the other side."""
+    if problem := spam_filter.forgotten_class_problem():
+        warn(f"{problem}; until then classify and --pipe refuse it")
+
+
 def waiting_notice(path: Path) -> Callable[[], None]:
     """What train and merge say when another spamnb is writing the model first."""
     return lambda: click.echo(
@@ -998,10 +1005,7 @@ def train(
     except ModelFileError as exc:
         raise fail(str(exc)) from None
     by_class = outcome.pop("by_class")
-    problem = spam_filter.scoring_problem()
-    if problem is not None and spam_filter.empty_classes():
-        # Forgetting all of a class: the model would call all mail the other classes.
-        warn(f"{problem}; until then classify and --pipe refuse it")
+    forgotten_class_warning(spam_filter)
     uncalibrated_warning(spam_filter)
     for warning in cut_warnings(outcome["cut"], spam_filter.settings, "learnt"):
         warn(warning["message"])
@@ -1677,9 +1681,9 @@ def evaluate(
     if model_path is not None or not (protocols or option_sets):
         # Load the model before reading any mail: a wrong -m should fail at once.
         spam_filter, path = load_filter(model_path)
-        if spam_filter.empty_classes() and spam_filter.scoring_problem():
+        if problem := spam_filter.forgotten_class_problem():
             # Its verdicts are certainties of the classes with mail: no test of a filter.
-            raise fail(str(spam_filter.scoring_problem()))
+            raise fail(problem)
         model_options = scoring_settings(spam_filter)
         apply_scoring_options(spam_filter, scoring)
         rescored = scoring_settings(spam_filter) != model_options
@@ -2498,8 +2502,7 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
             size = save(merged, output)
     except ModelFileError as exc:
         raise fail(str(exc)) from None
-    if merged.empty_classes() and merged.scoring_problem():
-        warn(f"{merged.scoring_problem()}; until then classify and --pipe refuse it")
+    forgotten_class_warning(merged)
     if calibration_left_unfitted(filters):
         warn(
             "the merged model's spam score is not calibrated: every calibrated model "

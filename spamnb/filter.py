@@ -312,11 +312,18 @@ class SpamFilter:
 
     def scoring_problem(self) -> str | None:
         """Why this model cannot tell mail apart, in one line, or None if it can: fewer
-        than two classes, or one of the two sides of spam against the rest without a
-        message (a third class left empty, as a move can leave one, harms nothing)."""
+        than two classes, or :meth:`forgotten_class_problem`."""
         if len(self.classes) < 2:
             return f"the model knows only {class_list(self.classes)}; train at least two classes"
+        return self.forgotten_class_problem()
+
+    def forgotten_class_problem(self) -> str | None:
+        """One of the two sides of spam against the rest without a message, as
+        forgetting all of a class leaves it, in one line; None otherwise (a third class
+        left empty, as a move can leave one, harms nothing)."""
         empty = self.empty_classes()
+        if not empty:
+            return None
         positive = self.positive_class()
         with_mail = [label for label in self.classes if label not in empty]
         if len(with_mail) < 2 or (positive is not None and positive in empty):
