@@ -357,11 +357,9 @@ BACKENDS = ("local", "dask")
 def most_local_jobs() -> int:
     """The most worker processes --jobs starts here: the cores this process may use
     (two at least, so that two workers can always be asked for)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(cores, 2)
+    from . import usable_cores
+
+    return max(usable_cores(), 2)
 
 
 def allow_empty_option(done: str) -> Callable[[Callable], Callable]:

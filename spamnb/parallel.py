@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 # Light (numpy only): forked workers find it imported, instead of each importing it.
+from . import usable_cores
 from .counts import LocalCounts, count_matrix, local_counts, to_vocabulary
 from .tokens import TokenizerSettings, tokenize, tokenize_sharing
 
@@ -289,10 +290,7 @@ def default_jobs() -> int:
     and hold a vocabulary of their own: two of them trained in 5.3 s there, and all
     processes held 432 MB against one process's 257 MB.
     """
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cores = os.cpu_count() or 1
+    cores = usable_cores()
     if can_fork():
         return cores
     return max(cores - 1, 1)
