@@ -126,7 +126,12 @@ _FolderKey = tuple[int, int]
 
 
 class MailSourceError(Exception):
-    """A path that cannot be read as mail; ``str(exc)`` is one line naming the path."""
+    """A path that cannot be read as mail; ``str(exc)`` is one line naming the path,
+    ``reason`` the same without it (what a skipped entry is told with)."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason if reason is not None else message
 
 
 @dataclass(frozen=True)
@@ -258,11 +263,11 @@ def header_value(data: bytes, name: str) -> str | None:
 def _os_error(path: str | os.PathLike[str], exc: OSError) -> MailSourceError:
     shown = _show(path)
     if isinstance(exc, FileNotFoundError):
-        return MailSourceError(f"{shown} does not exist")
+        return MailSourceError(f"{shown} does not exist", "does not exist")
     if isinstance(exc, PermissionError):
-        return MailSourceError(f"{shown}: permission denied")
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    return MailSourceError(f"cannot read {shown}: {' '.join(reason.split())}")
+        return MailSourceError(f"{shown}: permission denied", "permission denied")
+    reason = " ".join((exc.strerror or str(exc) or type(exc).__name__).split())
+    return MailSourceError(f"cannot read {shown}: {reason}", reason)
 
 
 # Mail folders are often kept compressed (logrotate, archives): say so, rather than
@@ -683,7 +688,7 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
             return
         # One message that cannot be read (another user's, a bad sector) no longer
         # stops the run over a whole folder; it is counted and named as skipped.
-        skip(source, _reason(_os_error(source, exc), source))
+        skip(source, _os_error(source, exc).reason)
         return
     if kind == "mbox" and data is None:
         # Read again, a message at a time: an mbox can be larger than memory.
@@ -729,7 +734,7 @@ def _entry_kind(entry: os.DirEntry[str], skip: SkipHandler) -> str | None:
             return "file"
     except OSError as exc:
         reason = "symbolic link loop" if exc.errno == errno.ELOOP else None
-        skip(entry.path, reason or _reason(_os_error(entry.path, exc), entry.path))
+        skip(entry.path, reason or _os_error(entry.path, exc).reason)
         return None
     broken = entry.is_symlink() and not os.path.exists(entry.path)
     skip(entry.path, "broken symbolic link" if broken else "not a regular file")
@@ -777,7 +782,7 @@ def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterato
             except MailSourceError as exc:
                 # A folder inside one given (lost+found, another user's) is passed
                 # over as an unreadable file is; one given itself is an error.
-                skip(entry.path, _reason(exc, entry.path))
+                skip(entry.path, exc.reason)
                 continue
             listings.append((entry.path, listing, mh_rules and _is_mh(entry.path)))
 
@@ -789,15 +794,6 @@ def _is_numbered(name: str) -> bool:
 def _is_deleted_mh(name: str) -> bool:
     """nmh's name for a deleted message (",12"), kept until the next purge."""
     return name.startswith(",") and _is_numbered(name[1:])
-
-
-def _reason(exc: MailSourceError, path: str) -> str:
-    """The reason in a MailSourceError about ``path``, without the path."""
-    text = str(exc)
-    for prefix in (f"{_show(path)}: ", f"cannot read {_show(path)}: "):
-        if text.startswith(prefix):
-            return text[len(prefix) :]
-    return text
 
 
 def _iter_maildir(
