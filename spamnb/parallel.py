@@ -671,10 +671,11 @@ def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
         raise ValueError("the dask backend needs the scheduler's address (--scheduler)")
     # Connecting and waiting for a worker are bounded each; this bounds a scheduler
     # that takes the connection and never answers, which neither bound covers.
+    deadline = 2 * DASK_ANSWER_SECONDS + 5
     client = _within(
-        2 * DASK_ANSWER_SECONDS + 5,
+        deadline,
         lambda: _ready_client(Client, scheduler),
-        f"no Dask scheduler at {scheduler} answered within {2 * DASK_ANSWER_SECONDS + 5} s",
+        f"no Dask scheduler at {scheduler} answered within {deadline} s",
     )
     try:
         threads = sum(client.nthreads().values())
