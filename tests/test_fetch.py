@@ -287,9 +287,34 @@ def test_missing_mirror_archive_cli_error(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = result.stderr.strip().splitlines()
-    assert len(errors) == 1
-    assert errors[0].startswith("fetch.py: error: ")
-    assert "not found in mirror" in errors[0]
+    # "all" by default: one line for each corpus, none of which the mirror has.
+    assert len(errors) == len(fetch_mod.CORPORA)
+    for error, corpus in zip(errors, fetch_mod.CORPORA.values(), strict=True):
+        assert error.startswith("fetch.py: error: ")
+        assert f"{corpus.mirror_archive} not found in mirror" in error
+
+
+@pytest.mark.corpus
+def test_all_fetches_what_the_mirror_has_and_names_what_it_lacks(tmp_path: Path) -> None:
+    if not MIRROR.is_dir():
+        pytest.fail(NO_MIRROR)
+    partial = tmp_path / "mirror"
+    partial.mkdir()
+    sms = fetch_mod.get_corpus("sms")
+    shutil.copy(MIRROR / sms.mirror_archive, partial)
+    result = subprocess.run(
+        [sys.executable, str(FETCH_PY), "--mirror", str(partial), "--dest", str(tmp_path / "d")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [f"sms: {tmp_path / 'd' / sms.root} (ham 4827, spam 747)"]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("fetch.py:")]
+    assert [error.split(" not found")[0] for error in errors] == [
+        f"fetch.py: error: {fetch_mod.get_corpus(name).mirror_archive}"
+        for name in ("spamassassin", "enron1")
+    ]
 
 
 def test_mirror_env_variable_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
