@@ -958,10 +958,10 @@ def train(
                     # The nightly cron job's command: the one place such a user looks.
                     warn_if_old_tokenizer(path, spam_filter.settings.version)
                 classes_before = list(spam_filter.classes)
-                scored_as = scoring_settings(spam_filter)
+                scored_as = spam_filter.scored_as()
                 fitted_as = calibration_fit(spam_filter)
                 apply_scoring_options(spam_filter, scoring)
-                rescored = scoring_settings(spam_filter) != scored_as
+                rescored = spam_filter.scored_as() != scored_as
                 outcome: dict[str, Any] = {
                     "learned": 0,
                     "moved": 0,
@@ -1656,6 +1656,12 @@ def evaluate(
         raise fail("--order gives the order of --online; add --online")
     if order is not None and index_path is not None:
         raise fail("--index gives the order itself; leave out --order")
+    if online and scoring.get("mistake_weight") is not None:
+        raise fail(
+            "the online protocol scores with the Naive Bayes alone (each message is a "
+            "training run of one class, which never starts the mistake table); leave out "
+            "--mistake-weight"
+        )
     option_sets = parse_option_sets(compare_text) if compare_text else None
     if option_sets and (model_path is not None or online):
         raise fail(
@@ -1682,9 +1688,9 @@ def evaluate(
         if problem := spam_filter.forgotten_class_problem():
             # Its verdicts are certainties of the classes with mail: no test of a filter.
             raise fail(problem)
-        model_options = scoring_settings(spam_filter)
+        scored_as = spam_filter.scored_as()
         apply_scoring_options(spam_filter, scoring)
-        rescored = scoring_settings(spam_filter) != model_options
+        rescored = spam_filter.scored_as() != scored_as
     items, labels = read_labelled(pairs, mail_format, recursive)
     copies = {"copies": 0, "relabelled": 0}
     if spam_filter is None and not online:
@@ -1715,7 +1721,10 @@ def evaluate(
                 "in_model": in_model,
                 "description": f"All {len(items):,} messages scored with the model {path}.",
             }
-        report["protocol"].update(scoring_settings(trained))
+        report["protocol"].update(trained.scoring_settings())
+        if online:
+            # Each message is a training run of one class, so the table never starts.
+            report["protocol"]["mistake_weight"] = 0.0
         curve_problem = ""
         if learning_curve or (report_path is not None and spam_filter is None):
             curve_lists, curve_labels = token_lists, labels
@@ -2122,19 +2131,6 @@ def parse_option_sets(text: str) -> list[Any]:
     if len(sets) < 2:
         raise fail("--compare needs at least two option sets, separated by commas")
     return sets
-
-
-def scoring_settings(spam_filter: SpamFilter) -> dict[str, Any]:
-    model = spam_filter.model
-    return {
-        "event_model": model.event_model,
-        "alpha": model.alpha,
-        "min_count": model.min_count,
-        "max_features": model.max_features,
-        "selection": model.selection,
-        "word_pairs": bool(spam_filter.settings.word_pairs),
-        "mistake_weight": spam_filter.mistakes.weight,
-    }
 
 
 def filter_pipe(

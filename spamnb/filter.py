@@ -300,6 +300,38 @@ class SpamFilter:
     def vectorise(self, token_lists: Sequence[Sequence[str]]) -> sp.csr_matrix:
         return count_matrix(token_lists, self.vocabulary, grow=False)
 
+    def scoring_settings(self) -> dict[str, Any]:
+        """The options besides the counts that it scores with, as reports show them."""
+        model = self.model
+        return {
+            "event_model": model.event_model,
+            "alpha": model.alpha,
+            "min_count": model.min_count,
+            "max_features": model.max_features,
+            "selection": model.selection,
+            "word_pairs": bool(self.settings.word_pairs),
+            "mistake_weight": self.mistakes.weight,
+        }
+
+    def scored_as(self, mistake_weight: float | None = None) -> tuple:
+        """What its scores depend on besides the counts: two filters with equal counts
+        and equal ``scored_as()`` score every message alike.  ``mistake_weight`` stands
+        in for the mistake table's own."""
+        model = self.model
+        if mistake_weight is None:
+            mistake_weight = self.mistakes.weight
+        return (
+            model.event_model,
+            model.alpha,
+            model.min_count,
+            model.max_features,
+            # The ranking of tokens matters only when some are cut: a new --select
+            # on a model of every token changes none of its scores.
+            model.selection if model.max_features else None,
+            bool(self.settings.word_pairs),
+            mistake_weight,
+        )
+
     def positive_class(self) -> str | None:
         """The class whose probability is "the spam probability", if the model has it."""
         return SPAM if SPAM in self.classes else None

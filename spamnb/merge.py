@@ -192,26 +192,10 @@ def _merged_weight(filters: Sequence[SpamFilter]) -> float:
     return min(f.mistakes.weight for f in filters)
 
 
-def _scoring(spam_filter: SpamFilter, weight: float | None = None) -> tuple:
-    """What a calibration's scores depend on besides the counts."""
-    model = spam_filter.model
-    if weight is None:
-        weight = spam_filter.mistakes.weight
-    return (
-        model.event_model,
-        model.alpha,
-        model.min_count,
-        model.max_features,
-        # The ranking of tokens matters only when some are cut.
-        model.selection if model.max_features else None,
-        weight,
-    )
-
-
 def _scoring_alike(filters: Sequence[SpamFilter]) -> list[SpamFilter]:
     """The models whose scores are made as the merged model's are."""
-    merged = _scoring(filters[0], _merged_weight(filters))
-    return [f for f in filters if _scoring(f) == merged]
+    merged = filters[0].scored_as(_merged_weight(filters))
+    return [f for f in filters if f.scored_as() == merged]
 
 
 def _calibration(filters: list[SpamFilter]) -> Calibration:

@@ -74,6 +74,14 @@ def test_online_reports_trec_measures(tmp_path, sample_maildir):
         sum(row["predicted"] == "ham" for row in spam) / len(spam)
     )
     assert report["accuracy"] > report["baseline_accuracy"]
+    # Its runs of one class never start the mistake table: the settings say so.
+    assert report["protocol"]["mistake_weight"] == 0.0
+
+
+def test_a_mistake_weight_for_the_online_protocol_is_refused(sample_maildir):
+    # It was taken and never used, and the report showed it as the weight scored with.
+    result = run(*sample_args(sample_maildir), "--online", "--mistake-weight", "0.7")
+    assert_one_line_error(result, "online", "--mistake-weight")
 
 
 def test_online_order_by_name_follows_enron_numbers(tmp_path):

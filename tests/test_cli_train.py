@@ -533,9 +533,13 @@ def test_scoring_options_alone_are_set_in_an_existing_model(tmp_path, sample_mai
     assert (after.model.alpha, after.mistakes.weight) == (0.1, 0.3)
     assert (after.model.token_counts == before.model.token_counts).all()
     assert after.calibration == before.calibration
-    # Setting what the model has already changes nothing, and says nothing of it.
+    # Setting what the model has already changes nothing, and says nothing of it; nor
+    # does a ranking of tokens for a model that keeps them all, whose scores it leaves.
     again = run("train", "-m", model, "--alpha", "0.1")
     assert again.exit_code == 0 and "refits" not in again.stderr
+    ranked = run("train", "-m", model, "--select", "df")
+    assert ranked.exit_code == 0 and "refits" not in ranked.stderr
+    assert load(model).model.selection == "df"
     # With mail it knows already (or too little to refit on), the old fit stays too.
     known = train_sample(model, sample_maildir, "--alpha", "0.5")
     assert known.exit_code == 0 and "refits them" in known.stderr
