@@ -144,8 +144,16 @@ def progress_bar(
         yield advance
 
 
+def one_line(text: str) -> str:
+    """``text`` with what a terminal would break or act on (a newline in a path given
+    to us, an escape) written as its Python escape, so an error stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def fail(message: str) -> click.ClickException:
-    return click.ClickException(message)
+    return click.ClickException(one_line(message))
 
 
 # ---------------------------------------------------------------------------
@@ -682,7 +690,7 @@ def waiting_notice(path: Path) -> Callable[[], None]:
 
 def warn(message: str) -> None:
     """One line on stderr, never wrapped, so scripts can grep it."""
-    click.echo(f"Warning: {' '.join(message.split())}", err=True)
+    click.echo(f"Warning: {one_line(' '.join(message.split()))}", err=True)
 
 
 def tokenize_with_progress(
@@ -2396,7 +2404,8 @@ def tune(
     type=click.IntRange(min=1),
     default=5,
     show_default=True,
-    help="Leave out tokens seen fewer times than this in all training mail.",
+    help="Leave out tokens seen fewer times than this in the two classes' training mail "
+    "(in messages; occurrences for the multinomial model).",
 )
 @click.option("--positive", default="spam", show_default=True, help="First class of the ratio.")
 @click.option("--negative", default="ham", show_default=True, help="Second class of the ratio.")
@@ -2449,9 +2458,9 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
 
     Naive Bayes counts add, so models trained per folder, per shard or per user
     merge into the model one run over all their mail would have made.  The models
-    must share tokenizer settings; scoring settings are the first model's, and the
-    calibration is that of the model fitted on the most mail among those that score
-    alike (train refits it).
+    must share tokenizer settings.  The merge scores with the first model's settings
+    but the smallest of the mistake-table weights, and keeps the calibration of the
+    model fitted on the most mail among those that score so (train refits it).
     """
     from .merge import calibration_left_unfitted, merge_filters
     from .store import ModelFileError, load, model_status, save, training_lock

@@ -391,6 +391,15 @@ def test_a_mistyped_model_path_is_not_made_into_an_empty_model(model, tmp_path, 
     assert load(model).model.class_counts.sum() > 0
 
 
+def test_a_path_with_a_newline_keeps_its_error_on_one_line(tmp_path, sample_maildir):
+    # The model's own errors put the path in as given: a newline split the line.
+    odd = tmp_path / "bad\nmodel"
+    odd.write_bytes(b"not a model")
+    for command in (["info", "-m", odd], ["classify", "-m", odd, sample_maildir / "ham"]):
+        assert_one_line_error(run(*command), "bad\\nmodel", "not a spamnb model")
+    assert_one_line_error(run("info", "-m", tmp_path / "gone\x1b[2Jmodel"), "gone\\x1b[2Jmodel")
+
+
 def test_a_loop_of_links_is_no_model_and_is_not_replaced(tmp_path, sample_maildir):
     loop = tmp_path / "loop.joblib"
     loop.symlink_to(loop.name)
