@@ -55,7 +55,8 @@ __all__ = [
 # Version 3 leaves out the fields mail programs write after delivery (_FILING_FIELDS).
 # Version 4 reads text a reader sees that version 3 lost (see docs/accuracy.md,
 # "Tokenizer version 4"), and bounds the length of every kind of token.
-TOKENIZER_VERSION = 4
+# Version 5 leaves out Delivery-Date, and reads link hosts as a browser does.
+TOKENIZER_VERSION = 5
 
 
 # What the tokenizer emits; stored in the model so training and scoring agree.
@@ -150,10 +151,12 @@ _WORD_EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>*_-=~|/\\#%&+"
 # 0.38 s -> 0.13 s; money 1.05 s -> 0.56 s, and 0.16 s with _money_re).  "(?<!\w.)"
 # after the first character is the \b before it; under IGNORECASE the first letters
 # h, f, w, u, e and g match only themselves and their ASCII capitals.
-#   (?i)\b(?:https?|ftp)://([^\s/?#<>"')\]]+)([^\s<>"')\]]*)
+#   (?i)\b(?:https?|ftp)://([^\s/?#<>"')\]\\]+)([^\s<>"')\]]*)
+# A backslash ends the host as a slash does, since browsers read it so in web links:
+# "http://a.com\@b.com/" opens a.com, where splitting at the "@" named b.com (version 5).
 _URL_RE = _pattern(
     r"""[hHfF](?<!\w.)(?:(?<=[hH])(?i:ttps?)|(?<=[fF])(?i:tp))://"""
-    r"""(?i:([^\s/?#<>"')\]]+)([^\s<>"')\]]*))"""
+    r"""(?i:([^\s/?#<>"')\]\\]+)([^\s<>"')\]]*))"""
 )
 #   (?i)\bwww\.([a-z0-9-]+(?:\.[a-z0-9-]+)+)
 _WWW_RE = _pattern(r"[wW](?<!\w.)(?i:ww\.([a-z0-9-]+(?:\.[a-z0-9-]+)+))")
@@ -440,15 +443,22 @@ def _domain_suffixes(host: str) -> tuple[str, ...]:
     return tuple(".".join(labels[i:]) for i in range(max(1, len(labels) - 1)))
 
 
+# A host whose last label is a number, as browsers read it (the URL Standard's "ends
+# in a number"): "3232235777", "0x7f.1", "0300.0250.0.1".  No top-level domain is
+# numeric, so such a host is an address however it is written, and version 4 made
+# tokens of the disguise ("url:3232235777", two spam in the SpamAssassin corpus).
+_NUMERIC_LABEL_RE = _pattern(r"(?:\d+|0[xX][0-9a-fA-F]*)\.?")
+
+
 @_cached_when_short
 def _url_host_tokens(host: str) -> tuple[str, ...]:
-    if _IPV4_RE.fullmatch(host):
+    if _IPV4_RE.fullmatch(host) or _NUMERIC_LABEL_RE.fullmatch(host, host.rfind(".", 0, -1) + 1):
         # Spam links to bare IP addresses to dodge domain blocklists.
         return ("url:ip",)
     return tuple(["url:" + suffix for suffix in _domain_suffixes(host)])
 
 
-_URL_PATH_SEPARATORS_RE = _pattern(r"[/?&=.#_-]+")
+_URL_PATH_SEPARATORS_RE = _pattern(r"[/\\?&=.#_-]+")
 
 
 # The same links recur within a message and across a list's messages.
@@ -1235,6 +1245,13 @@ _FILING_FIELDS = frozenset(
         "x-spamnb-previous",
     }
 )
+# Written by the recipient's own server as it delivers the message: in one user's
+# folders every message has it or none does, by the server of the day rather than by
+# the sender.  In the SpamAssassin corpus Delivery-Date is in 36% of spam_2, 12% of
+# hard_ham and 5% of easy_ham, a mark of how each folder was collected; leaving it out
+# (version 5) changed nothing measurable there (5-fold cross-validation, three
+# partitions: 95 errors against 96, 1 message newly wrong and 2 set right).
+_LEFT_OUT_FIELDS = _FILING_FIELDS | {"delivery-date"}
 
 
 def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> list[str]:
@@ -1256,7 +1273,7 @@ def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> l
         field = _FIELD_NAMES.get(name)
         if field is None:
             field = _field_name(name)
-        if field in _FILING_FIELDS:
+        if field in _LEFT_OUT_FIELDS:
             continue
         names.append(field)
         kind = _FIELD_KINDS.get(field)

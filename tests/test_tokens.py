@@ -156,6 +156,38 @@ def test_plain_text_urls_become_host_tokens():
     assert "url:other.test" in tokens
 
 
+@pytest.mark.parametrize(
+    "link",
+    [
+        "http://3232235777/win",
+        "http://0xC0A80001/win",
+        "http://0xc0.0xa8.0.1/win",
+        "http://0300.0250.0.1/win",
+        "http://bank.example@3232235777/win",
+        "http://192.168.0.1./win",
+    ],
+)
+def test_a_host_that_is_a_number_however_written_is_an_ip(link):
+    for body in (f"go to {link} now", f'<a href="{link}">go</a>'):
+        kind = "html" if body.startswith("<") else "plain"
+        tokens = tokenize(message(f"Subject: x\nContent-Type: text/{kind}", body))
+        assert "url:ip" in tokens, (body, tokens)
+        assert not [t for t in tokens if t.startswith("url:") and t != "url:ip"], tokens
+
+
+def test_names_that_merely_contain_numbers_are_hosts():
+    tokens = tokenize(message("Subject: x", "see http://123.example.com/ and http://a.0x1f.net/"))
+    assert "url:123.example.com" in tokens and "url:0x1f.net" in tokens
+    assert "url:ip" not in tokens
+
+
+def test_a_backslash_ends_a_links_host_as_browsers_read_it():
+    tokens = tokenize(message("Subject: x", "log in at http://bank.example\\@evil.example/x"))
+    assert "url:bank.example" in tokens
+    assert "url:evil.example" not in tokens
+    assert "urlpath:@evil" in tokens
+
+
 def test_long_words_become_skip_tokens():
     data = message("Subject: x", "a supercalifragilisticexpialidocious word")
     tokens = tokenize(data)
@@ -678,7 +710,7 @@ def test_fields_mail_programs_write_after_delivery_are_no_tokens():
     filed = message(
         "From: a@example.com\nStatus: RO\nX-Status: A\nX-Keywords: Junk\nX-UID: 12\n"
         "X-Mozilla-Status: 0001\nContent-Length: 10\nLines: 1\nX-Spamnb: spam\n"
-        "X-Spamnb-Previous: ham\n"
+        "X-Spamnb-Previous: ham\nDelivery-Date: Mon, 1 Jul 2002 10:00:00 +0100\n"
         "Subject: hello there",
         "some words",
     )
