@@ -1,10 +1,11 @@
 """The command line: a thin click layer over the library.
 
-This is the only module that touches the terminal.  Results go to stdout (tables for
-people, ``--json``/TSV for scripts); progress and messages go to stderr.  Library
-errors become one-line ``click.ClickException`` errors here, at the edge.  Heavy
-imports (numpy, scipy, joblib, rich) happen inside the commands that need them, so
-starting the program stays cheap.
+With entry.py, which starts it (or the light pipe filter of pipe.py, which reads and
+writes its message itself), this is the only code that touches the terminal.
+Results go to stdout (tables for people, ``--json``/TSV for scripts); progress and
+messages go to stderr.  Library errors become one-line ``click.ClickException``
+errors here, at the edge.  Heavy imports (numpy, scipy, joblib, rich) happen inside
+the commands that need them, so starting the program stays cheap.
 """
 
 from __future__ import annotations
