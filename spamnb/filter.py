@@ -90,6 +90,14 @@ class SpamFilter:
     mistakes: MistakeTable = field(default_factory=MistakeTable)
     mistake_copies: dict[str, int] = field(default_factory=dict)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        # Whichever of the two is set (or set anew), the model knows its columns' tokens.
+        if name in ("model", "vocabulary") and "model" in self.__dict__:
+            vocabulary = self.__dict__.get("vocabulary")
+            if vocabulary is not None:
+                self.model.column_tokens = vocabulary.tokens
+
     @property
     def classes(self) -> list[str]:
         return self.model.classes

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .counts import class_sums, presence, used_columns
+from .counts import class_sums, presence, token_crcs, used_columns
 from .scores import log_odds_against_rest, log_posteriors
 
 __all__ = ["EVENT_MODELS", "NaiveBayes"]
@@ -69,6 +69,14 @@ class NaiveBayes:
         self.class_counts = np.zeros(0, dtype=np.int64)
         self.token_counts = np.zeros((0, 0), dtype=np.float64)
         self.doc_counts = np.zeros((0, 0), dtype=np.float64)
+        # The tokens of the columns, in column order, when the model's owner gives them
+        # (they are not part of its state): with max_features, tokens of equal merit at
+        # the cut are then chosen by a hash of their text, so the cut follows from the
+        # counts alone.  By column, the order in which mail was read, folders given or
+        # models merged changed which of thousands of tied tokens were scored, and every
+        # score.  A hash rather than the text itself: sorted text would favour whole
+        # kinds of token ("caps:", "charset:" and digits before words).
+        self.column_tokens: Sequence[str] | None = None
         for label in classes:
             self._class_row(label)
 
@@ -149,11 +157,29 @@ class NaiveBayes:
         if self.max_features is not None and self.max_features < active.sum():
             merit = self.information_gain() if self.selection == "ig" else self.doc_counts.sum(0)
             merit = np.where(active, merit, -np.inf)
-            # Stable, so equal merit keeps the earlier (first-seen) token.
-            keep = np.argsort(-merit, kind="stable")[: self.max_features]
+            keep = self._most_merit(merit, self.max_features)
             active = np.zeros(self.n_features, dtype=bool)
             active[keep] = True
         return active
+
+    def _most_merit(self, merit: np.ndarray, n: int) -> np.ndarray:
+        """The columns of the ``n`` highest ``merit`` (finite for more than ``n``), ties
+        at the cut broken by the CRC-32 of :attr:`column_tokens` (then their text) when
+        there are, else by column."""
+        keep = np.argsort(-merit, kind="stable")[:n]
+        tokens = self.column_tokens
+        if tokens is None or len(tokens) < self.n_features:
+            return keep
+        last = merit[keep[-1]]
+        tied = np.flatnonzero(merit == last)
+        above = keep[merit[keep] > last]
+        if len(above) + len(tied) == n:
+            return keep
+        names = [tokens[column] for column in tied]
+        crcs = token_crcs(names).tolist()
+        by_hash = sorted(range(len(tied)), key=lambda i: (crcs[i], names[i]))
+        chosen = tied[np.asarray(by_hash[: n - len(above)], dtype=np.intp)]
+        return np.concatenate([above, chosen])
 
     def information_gain(self) -> np.ndarray:
         """Mutual information between each token's presence and the class, in nats.
@@ -384,7 +410,9 @@ class NaiveBayes:
         state = self.to_state()
         for key in ("class_counts", "token_counts", "doc_counts"):
             state[key] = state[key].copy()
-        return NaiveBayes.from_state(state)
+        copied = NaiveBayes.from_state(state)
+        copied.column_tokens = self.column_tokens
+        return copied
 
     # -- state ----------------------------------------------------------------------
 
