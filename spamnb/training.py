@@ -253,8 +253,9 @@ def learn_counted(
     }
     sample = CalibrationSample(sample_size)
     # This run's messages, by digest: one met again under another label is the same
-    # mail in two folders of different labels, which moving it would hide.
-    this_run: set[str] = set()
+    # mail in two folders of different labels, which moving it would hide.  Each with
+    # the class this run counted it in ("" if none: the model knew it).
+    this_run: dict[str, str] = {}
     conflicting: set[str] = set()
     batches_learnt = messages_counted = 0
     large = False
@@ -347,7 +348,7 @@ def _learn_batch(
     counts: BatchCounts,
     outcome: dict[str, Any],
     sample: CalibrationSample,
-    this_run: set[str],
+    this_run: dict[str, str],
     conflicting: set[str],
 ) -> None:
     batch_messages, batch_labels = batch
@@ -361,7 +362,8 @@ def _learn_batch(
         if before is not None and before != label:
             conflicting.add(digest)
         label_now[digest] = label
-    this_run.update(label_now)
+    for digest in label_now:
+        this_run.setdefault(digest, "")
     outcome["conflicting"] = len(conflicting)
     by_size, by_tokens = cut_flags(
         [len(data) for data in batch_messages], counts.lengths, spam_filter.settings
@@ -374,6 +376,13 @@ def _learn_batch(
         outcome[key] += batch_outcome[key]
     for label, count_now in batch_outcome["by_class"].items():
         outcome["by_class"][label] = outcome["by_class"].get(label, 0) + count_now
+    for i in rows:
+        digest = counts.digests[i]
+        if earlier := this_run[digest]:
+            # Counted by an earlier batch of this run and moved now: once, under its
+            # last label (a new model's classes added up to more than its mail).
+            outcome["by_class"][earlier] -= 1
+        this_run[digest] = labels[i]
     if rows:
         sample.add(X[rows], [labels[i] for i in rows], [counts.digests[i] for i in rows])
 

@@ -770,6 +770,25 @@ def test_forgetting_reads_in_batches_and_tokenizes_only_what_the_model_learnt(
     assert "spam" not in load(model).trained.values()
 
 
+@pytest.mark.parametrize("batch_size", [4, 500])
+def test_mail_under_two_labels_is_counted_once_in_the_run_s_summary(
+    tmp_path, sample_maildir, monkeypatch, batch_size
+):
+    # With the copies in a later batch than the mail they copy, each was reported
+    # as trained in both classes: a new model's classes added up to more than its mail.
+    copies = tmp_path / "copies"
+    shutil.copytree(sample_maildir / "spam" / "cur", copies)
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", batch_size)
+    model = tmp_path / "m.joblib"
+    summary = run_json(
+        "train", "--new", "-m", model, "--spam", sample_maildir / "spam",
+        "--ham", sample_maildir / "ham", copies, "--json", "--jobs", "1",
+    )  # fmt: skip
+    assert summary["conflicting"] == len(list(copies.iterdir()))
+    for name, counts in summary["classes"].items():
+        assert counts["trained"] == counts["total"], (name, summary["classes"])
+
+
 @pytest.mark.parametrize(("offset", "said"), [(-1, "retrain it with --new"), (1, "upgrade spamnb")])
 def test_a_model_of_another_tokenizer_version_is_told_apart(tmp_path, sample_maildir, offset, said):
     from spamnb.filter import SpamFilter
