@@ -1028,7 +1028,7 @@ def train(
             name: {"trained": by_class.get(name, 0), "total": int(total)}
             for name, total in zip(spam_filter.classes, spam_filter.model.class_counts, strict=True)
         },
-        "vocabulary": len(spam_filter.vocabulary),
+        "vocabulary": spam_filter.model.tokens_seen(),
         "model_bytes": size,
     }
     if as_json:
@@ -2521,7 +2521,7 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
             name: int(count)
             for name, count in zip(merged.classes, merged.model.class_counts, strict=True)
         },
-        "vocabulary": len(merged.vocabulary),
+        "vocabulary": merged.model.tokens_seen(),
         "model_bytes": size,
     }
     if as_json:
@@ -2555,7 +2555,7 @@ def info(model_path: Path | None, as_json: bool) -> None:
         "messages": {
             c: int(n) for c, n in zip(spam_filter.classes, model.class_counts, strict=True)
         },
-        "vocabulary": len(spam_filter.vocabulary),
+        "vocabulary": spam_filter.model.tokens_seen(),
         "tokenizer_version": spam_filter.settings.version,
         "tokenizer": spam_filter.settings.to_dict(),
         "cutoffs": {

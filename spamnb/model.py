@@ -86,6 +86,10 @@ class NaiveBayes:
     def n_features(self) -> int:
         return self.token_counts.shape[1]
 
+    def tokens_seen(self) -> int:
+        """Columns with counts: forgotten mail leaves its tokens' columns, empty."""
+        return int(np.count_nonzero(self.token_counts.sum(axis=0)))
+
     def _class_row(self, label: str) -> int:
         if label not in self.classes:
             self.classes.append(label)

@@ -770,6 +770,22 @@ def test_forgetting_reads_in_batches_and_tokenizes_only_what_the_model_learnt(
     assert "spam" not in load(model).trained.values()
 
 
+def test_forgotten_mail_takes_its_tokens_out_of_the_count_of_tokens(tmp_path, sample_maildir):
+    # Forgetting leaves the columns of the forgotten tokens, empty: they were counted.
+    cur = tmp_path / "cur.joblib"
+    train_sample(cur, sample_maildir, "--new", spam="cur")
+    everything = tmp_path / "all.joblib"
+    train_sample(everything, sample_maildir, "--new")
+    before = run_json("info", "-m", everything, "--json")["vocabulary"]
+    forgot = run_json(
+        "train", "-m", everything, "--forget", sample_maildir / "spam" / "new", "--json"
+    )
+    expected = run_json("info", "-m", cur, "--json")["vocabulary"]
+    assert forgot["forgotten"] > 0 and before > expected
+    assert forgot["vocabulary"] == expected
+    assert run_json("info", "-m", everything, "--json")["vocabulary"] == expected
+
+
 @pytest.mark.parametrize("batch_size", [4, 500])
 def test_mail_under_two_labels_is_counted_once_in_the_run_s_summary(
     tmp_path, sample_maildir, monkeypatch, batch_size
