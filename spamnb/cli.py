@@ -584,7 +584,7 @@ def forget_streaming(
     from .mail import message_digest
     from .parallel import BATCH_SIZE, batched
 
-    outcome = {"forgotten": 0, "unknown": 0}
+    outcome = {"forgotten": 0, "unknown": 0, "changed": 0}
     seen: set[str] = set()
     items = iter_labelled([("", p) for p in paths], mail_format, recursive)
     with progress_bar("Forgetting", None) as advance:
@@ -603,6 +603,7 @@ def forget_streaming(
             if known:
                 done = spam_filter.forget(spam_filter.tokenize(known), digests)
                 outcome["forgotten"] += done["forgotten"]
+                outcome["changed"] += done["changed"]
             advance(len(batch))
     return outcome
 
@@ -981,8 +982,11 @@ def train(
                     "by_class": {},
                     "cut": {"size": 0, "tokens": 0},
                 }
+                # Messages moved or forgotten whose copy is not the one learnt.
+                changed = 0
                 if forget:
                     outcome.update(forget_streaming(spam_filter, forget, mail_format, recursive))
+                    changed += outcome.pop("changed")
                 if pairs:
                     outcome.update(
                         learn_streaming(
@@ -995,6 +999,7 @@ def train(
                             allow_empty=allow_empty,
                         )
                     )
+                    changed += outcome.pop("changed")
                 if fresh and not spam_filter.classes:
                     # Every folder was empty (--allow-empty): no model to make of nothing.
                     raise fail(f"no messages found in {', '.join(p for _, p in pairs)}")
@@ -1016,6 +1021,13 @@ def train(
     uncalibrated_warning(spam_filter)
     for warning in cut_warnings(outcome["cut"], spam_filter.settings, "learnt"):
         warn(warning["message"])
+    if changed:
+        warn(
+            f"{_count(changed, 'message')} moved or forgotten had tokens that the copy learnt "
+            "did not (changed since, say headers added when it was forwarded); the counts "
+            "taken back are the copy's now, so the model is near but not exactly as if it "
+            "had never learnt them (train --new on your folders rebuilds it)"
+        )
     if outcome["conflicting"]:
         warn(
             f"{_count(outcome['conflicting'], 'message')} came under two labels in this "

@@ -230,9 +230,11 @@ class SpamFilter:
         """Train messages not trained before; move those trained with another label.
 
         Returns counts of what happened: ``learned``, ``moved`` and ``known`` (already
-        trained with the same label, so skipped), and ``by_class``: messages counted
-        now per class (learned or moved there).  The calibration is refitted on the
-        messages learned now.
+        trained with the same label, so skipped), ``changed`` (of those moved, how many
+        took back more of a token than their old class had: the copy given now is not
+        the one learnt, and its counts, taken back, are not the ones added), and
+        ``by_class``: messages counted now per class (learned or moved there).  The
+        calibration is refitted on the messages learned now.
         """
         X = count_matrix(token_lists, self.vocabulary, grow=True)
         outcome, rows = self.learn_matrix(X, labels, digests)
@@ -273,10 +275,11 @@ class SpamFilter:
             add[digest] = i
         for digest, i in add.items():
             self.trained[digest] = labels[i]
+        changed = 0
         if moved:
             moved_rows = X[[i for i, _ in moved]]
             old_labels = [before for _, before in moved]
-            self.model.add_counts(moved_rows, old_labels, -1)
+            changed = int(self.model.add_counts(moved_rows, old_labels, -1).sum())
             self._take_back_mistakes(moved_rows, old_labels, [digests[i] for i, _ in moved])
         rows = sorted(add.values())
         new_labels = [labels[i] for i in rows]
@@ -287,6 +290,7 @@ class SpamFilter:
             "learned": len(add) - len(moved),
             "moved": len(moved) + relabelled,
             "known": known,
+            "changed": changed,
             "by_class": {c: new_labels.count(c) for c in dict.fromkeys(new_labels)},
         }
         return outcome, rows
@@ -294,16 +298,25 @@ class SpamFilter:
     def forget(
         self, token_lists: Sequence[Sequence[str]], digests: Sequence[str]
     ) -> dict[str, int]:
-        """Remove trained messages' counts; returns ``forgotten`` and ``unknown`` counts."""
+        """Remove trained messages' counts; returns ``forgotten`` and ``unknown`` counts,
+        and ``changed``: how many of those forgotten had tokens that the copy learnt
+        cannot have had (see :meth:`learn` for the same of a move)."""
         first = {digest: i for i, digest in reversed(list(enumerate(digests)))}
         rows = [i for digest, i in first.items() if digest in self.trained]
+        changed = 0
         if rows:
             X = self.vectorise([token_lists[i] for i in rows])
             labels = [self.trained.pop(digests[i]) for i in rows]
-            self.model.add_counts(X, labels, sign=-1)
+            over = self.model.add_counts(X, labels, sign=-1)
+            index = self.vocabulary.index
+            # Every token of a message learnt is in the vocabulary, which keeps them all.
+            changed = sum(
+                bool(over[n]) or any(token not in index for token in token_lists[i])
+                for n, i in enumerate(rows)
+            )
             self._take_back_mistakes(X, labels, [digests[i] for i in rows])
             self.updated = _now()
-        return {"forgotten": len(rows), "unknown": len(first) - len(rows)}
+        return {"forgotten": len(rows), "unknown": len(first) - len(rows), "changed": changed}
 
     def vectorise(self, token_lists: Sequence[Sequence[str]]) -> sp.csr_matrix:
         return count_matrix(token_lists, self.vocabulary, grow=False)

@@ -106,11 +106,13 @@ class NaiveBayes:
             self.token_counts = np.hstack([self.token_counts, pad])
             self.doc_counts = np.hstack([self.doc_counts, pad])
 
-    def add_counts(self, X: sp.spmatrix, labels: Sequence[str], sign: int = 1) -> None:
+    def add_counts(self, X: sp.spmatrix, labels: Sequence[str], sign: int = 1) -> np.ndarray:
         """Add (or with ``sign=-1`` remove) the counts of the messages in ``X``.
 
         ``fit`` and incremental training share this one routine, so a model trained
-        in pieces is identical to one trained at once.
+        in pieces is identical to one trained at once.  Returns, for each message, whether
+        it took back more of a token than its class had: a copy that changed since its
+        class learnt it (all False when adding).
         """
         if X.shape[0] != len(labels):
             raise ValueError(f"{X.shape[0]} rows but {len(labels)} labels")
@@ -120,7 +122,14 @@ class NaiveBayes:
         indicator = class_sums(rows, len(self.classes), float(sign))
         present = presence(X)
         n = X.shape[1]
-        self.token_counts[:, :n] += (indicator @ X).toarray()
+        added = (indicator @ X).toarray()
+        over = np.zeros(X.shape[0], dtype=bool)
+        if sign < 0:
+            short = self.token_counts[:, :n] < -added
+            if short.any():
+                for i in range(X.shape[0]):
+                    over[i] = short[rows[i], X.indices[X.indptr[i] : X.indptr[i + 1]]].any()
+        self.token_counts[:, :n] += added
         self.doc_counts[:, :n] += (indicator @ present).toarray()
         self.class_counts += np.bincount(rows, minlength=len(self.classes)) * sign
         if sign < 0:
@@ -134,6 +143,7 @@ class NaiveBayes:
             np.minimum(self.doc_counts, self.class_counts[:, None], out=self.doc_counts)
             np.minimum(self.doc_counts, self.token_counts, out=self.doc_counts)
             np.maximum(self.doc_counts, 0, out=self.doc_counts)
+        return over
 
     def fit(self, X: sp.spmatrix, labels: Sequence[str]) -> NaiveBayes:
         """Forget all counts, then count ``X``."""

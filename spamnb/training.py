@@ -247,6 +247,7 @@ def learn_counted(
         "learned": 0,
         "moved": 0,
         "known": 0,
+        "changed": 0,
         "conflicting": 0,
         "by_class": {},
         "cut": {"size": 0, "tokens": 0},
@@ -372,7 +373,7 @@ def _learn_batch(
     outcome["cut"]["tokens"] += int(by_tokens.sum())
     X = counts.in_vocabulary(spam_filter.vocabulary, grow=True)
     batch_outcome, rows = spam_filter.learn_matrix(X, labels, counts.digests)
-    for key in ("learned", "moved", "known"):
+    for key in ("learned", "moved", "known", "changed"):
         outcome[key] += batch_outcome[key]
     for label, count_now in batch_outcome["by_class"].items():
         outcome["by_class"][label] = outcome["by_class"].get(label, 0) + count_now

@@ -770,6 +770,34 @@ def test_forgetting_reads_in_batches_and_tokenizes_only_what_the_model_learnt(
     assert "spam" not in load(model).trained.values()
 
 
+def test_a_copy_that_changed_since_it_was_learnt_is_warned_of_when_moved_or_forgotten(
+    tmp_path, sample_maildir
+):
+    # Known by its Message-ID and body, but its counts are taken back from the copy
+    # given now: one forwarded since (a Received field added) took out other mail's.
+    model = tmp_path / "m.joblib"
+    train_sample(model, sample_maildir, "--new")
+    original = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
+    forwarded = tmp_path / "forwarded.eml"
+    forwarded.write_bytes(
+        b"Received: from relay.forwarder.example (relay.forwarder.example [198.51.100.7])\n"
+        + original.read_bytes()
+    )
+    unchanged = tmp_path / "unchanged.eml"
+    unchanged.write_bytes(b"Status: RO\nX-Keywords: Junk\n" + original.read_bytes())
+    said = "had tokens that the copy learnt did not"
+    for copy, warned in ((unchanged, False), (forwarded, True)):
+        for options in (["--forget", copy], ["--ham", copy]):
+            scratch = tmp_path / "scratch.joblib"
+            shutil.copy(model, scratch)
+            result = run("train", "-m", scratch, *options, "--json")
+            assert result.exit_code == 0, result.stderr
+            summary = json.loads(result.stdout)
+            assert summary["forgotten"] + summary["moved"] == 1
+            assert (said in result.stderr) is warned, (copy.name, options, result.stderr)
+            assert "changed" not in summary
+
+
 def test_forgotten_mail_takes_its_tokens_out_of_the_count_of_tokens(tmp_path, sample_maildir):
     # Forgetting leaves the columns of the forgotten tokens, empty: they were counted.
     cur = tmp_path / "cur.joblib"
