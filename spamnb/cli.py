@@ -1069,54 +1069,6 @@ def uncalibrated_warning(spam_filter: SpamFilter) -> None:
     )
 
 
-def small_class_warning(labels: Sequence[str]) -> dict[str, str] | None:
-    """The warning that a tuning corpus with a small class cannot tell close settings
-    apart, if it has one."""
-    from collections import Counter
-
-    from .caveats import MIN_CLASS_MESSAGES
-
-    label, count = min(Counter(labels).items(), key=lambda pair: (pair[1], pair[0]))
-    if count >= MIN_CLASS_MESSAGES:
-        return None
-    return {
-        "kind": "small-class",
-        "message": f"only {_count(count, label + ' message')}: one error moves that class's "
-        f"rate by {100 / count:.3g} percentage points, so settings a few errors apart are "
-        "equal within the folds' noise",
-    }
-
-
-def tuning_score_warnings(result: Any, tuned_labels: Sequence[str]) -> list[dict[str, str]]:
-    """What evaluate --folds warns of, for tune's chosen row: accuracy no better than
-    always saying the commonest class, and fold models whose spam score, which the
-    cut-off table and the tie-break rank by, was never calibrated."""
-    from collections import Counter
-
-    warnings = []
-    commonest, count = Counter(tuned_labels).most_common(1)[0]
-    baseline = count / len(tuned_labels)
-    accuracy = result.rows[result.chosen]["accuracy"]
-    if accuracy <= baseline:
-        warnings.append(
-            {
-                "kind": "baseline",
-                "message": f"the chosen setting's accuracy {100 * accuracy:.2f}% is no better "
-                f"than always saying {commonest!r} ({100 * baseline:.2f}%)",
-            }
-        )
-    if result.uncalibrated_folds:
-        warnings.append(
-            {
-                "kind": "uncalibrated",
-                "message": f"{result.uncalibrated_folds} of {result.folds} folds' spam scores "
-                "were not calibrated (too few messages of a class to fit them on): the cut-off "
-                "table pools raw probabilities with calibrated scores",
-            }
-        )
-    return warnings
-
-
 def calibration_fit(spam_filter: SpamFilter) -> tuple[float, float, int]:
     """What a refit of the calibration changes (cut-offs set by hand change apart)."""
     calibration = spam_filter.calibration
@@ -2318,7 +2270,7 @@ def tune(
     from .evaluation import copies_warning
     from .filter import SpamFilter
     from .scores import stratified_split
-    from .tuning import make_grid
+    from .tuning import make_grid, tuning_warnings
     from .tuning import tune as tune_grid
 
     if not spam or not ham:
@@ -2357,8 +2309,7 @@ def tune(
         warning
         for warning in (
             copies_warning(copies),
-            small_class_warning([labels[i] for i in result.tuned_on]),
-            *tuning_score_warnings(result, [labels[i] for i in result.tuned_on]),
+            *tuning_warnings(result, [labels[i] for i in result.tuned_on]),
         )
         if warning
     ]

@@ -440,21 +440,30 @@ def in_model_warning(in_model: int, n: int) -> dict[str, str] | None:
     }
 
 
+def baseline_warning(
+    accuracy: float, baseline_class: str, baseline_accuracy: float, of: str = "accuracy"
+) -> dict[str, str] | None:
+    """The warning that ``accuracy`` (``of`` names whose) is no better than always
+    saying the commonest class, if it is not."""
+    if accuracy > baseline_accuracy:
+        return None
+    return {
+        "kind": "baseline",
+        "message": f"{of} {100 * accuracy:.2f}% is no better than always saying "
+        f"{baseline_class!r} ({100 * baseline_accuracy:.2f}%)",
+    }
+
+
 def score_warnings(report: Mapping[str, Any], *, rescored: bool = False) -> list[dict[str, str]]:
     """Signs that the scores themselves mislead: accuracy no better than the majority
     baseline; a spam score left uncalibrated (a training part with too few messages of
     a class), or (``rescored``: a model scored with other options than its own)
     calibrated for other options."""
     warnings = []
-    if report["accuracy"] <= report["baseline_accuracy"]:
-        warnings.append(
-            {
-                "kind": "baseline",
-                "message": f"accuracy {100 * report['accuracy']:.2f}% is no better than "
-                f"always saying {report['baseline_class']!r} "
-                f"({100 * report['baseline_accuracy']:.2f}%)",
-            }
-        )
+    if warning := baseline_warning(
+        report["accuracy"], report["baseline_class"], report["baseline_accuracy"]
+    ):
+        warnings.append(warning)
     section = report.get("spam_score")
     if not section:
         return warnings

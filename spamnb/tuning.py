@@ -47,6 +47,7 @@ __all__ = [
     "learning_curve",
     "make_grid",
     "tune",
+    "tuning_warnings",
 ]
 
 DEFAULT_EVENT_MODELS = EVENT_MODELS
@@ -494,6 +495,47 @@ def tune(
 
 # The smallest training size of the default series, which doubles from here.
 LEARNING_CURVE_START = 25
+
+
+def tuning_warnings(result: TuneResult, tuned_labels: Sequence[str]) -> list[dict[str, str]]:
+    """What to doubt in ``result``, tuned on mail of ``tuned_labels``: a class too small
+    to tell close settings apart, the chosen setting's accuracy no better than always
+    saying the commonest class, and folds whose spam score, which the cut-off table and
+    the tie-break rank by, was never calibrated (as evaluate --folds warns)."""
+    from collections import Counter
+
+    from .caveats import MIN_CLASS_MESSAGES
+    from .evaluation import baseline_warning
+
+    warnings = []
+    counts = Counter(tuned_labels)
+    label, count = min(counts.items(), key=lambda pair: (pair[1], pair[0]))
+    if count < MIN_CLASS_MESSAGES:
+        messages = f"{count:,} {label} message" + ("" if count == 1 else "s")
+        warnings.append(
+            {
+                "kind": "small-class",
+                "message": f"only {messages}: one error moves that class's rate by "
+                f"{100 / count:.3g} percentage points, so settings a few errors apart are "
+                "equal within the folds' noise",
+            }
+        )
+    commonest, most = counts.most_common(1)[0]
+    accuracy = result.rows[result.chosen]["accuracy"]
+    if warning := baseline_warning(
+        accuracy, commonest, most / len(tuned_labels), of="the chosen setting's accuracy"
+    ):
+        warnings.append(warning)
+    if result.uncalibrated_folds:
+        warnings.append(
+            {
+                "kind": "uncalibrated",
+                "message": f"{result.uncalibrated_folds} of {result.folds} folds' spam scores "
+                "were not calibrated (too few messages of a class to fit them on): the cut-off "
+                "table pools raw probabilities with calibrated scores",
+            }
+        )
+    return warnings
 
 
 def _nested_order(labels: Sequence[str], seed: int) -> np.ndarray:
