@@ -581,7 +581,7 @@ def forget_streaming(
 
     Read whole and tokenized all at once, forgetting a mailbox held every message and
     its tokens (166 MB for 8,000 messages the model had never learnt)."""
-    from .mail import message_digest
+    from .mail import message_digests
     from .parallel import BATCH_SIZE, batched
 
     outcome = {"forgotten": 0, "unknown": 0, "changed": 0}
@@ -591,10 +591,12 @@ def forget_streaming(
         for batch in batched(items, BATCH_SIZE):
             known, digests = [], []
             for item, _label in batch:
-                digest = message_digest(item.data)
+                digest, older = message_digests(item.data)
                 if digest in seen:
                     continue  # a copy: one message, forgotten once
                 seen.add(digest)
+                if older is not None:
+                    spam_filter.adopt_digests({digest: older})
                 if digest in spam_filter.trained:
                     known.append(item.data)
                     digests.append(digest)
@@ -1683,10 +1685,8 @@ def evaluate(
             workers=workers,
         )
         if spam_filter is not None:
-            from .mail import message_digest
-
             # Scores on mail the model learnt are no test of it: say how much there is.
-            in_model = sum(message_digest(item.data) in spam_filter.trained for item in items)
+            in_model = sum(spam_filter.label_of(item.data) is not None for item in items)
             report["protocol"] = {
                 "mode": "model",
                 "model": str(path),

@@ -6,7 +6,7 @@ so the CLI and the evaluation code never have to keep them in step themselves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from . import HAM, SPAM, __version__
 from .calibration import LENGTH_EXPONENT, Calibration, choose_cutoffs, fit_platt, normalised
 from .counts import Vocabulary, count_matrix, presence
-from .mail import message_digest
+from .mail import message_digest, message_digests
 from .mistakes import MistakeTable, class_rows, content_keys, content_order
 from .model import NaiveBayes
 from .scores import predicted_labels, stratified_folds
@@ -89,6 +89,22 @@ class SpamFilter:
     # moving a message takes them back.  Models from before it have weight 0.
     mistakes: MistakeTable = field(default_factory=MistakeTable)
     mistake_copies: dict[str, int] = field(default_factory=dict)
+
+    def adopt_digests(self, older: Mapping[str, str]) -> None:
+        """Know each message by its digest now, where the model knows it by ``older[it]``
+        (see mail.message_digests): the model keeps it as known, its label and its copies
+        in the mistake table."""
+        for digest, old in older.items():
+            if old in self.trained and digest not in self.trained:
+                self.trained[digest] = self.trained.pop(old)
+                if old in self.mistake_copies:
+                    self.mistake_copies[digest] = self.mistake_copies.pop(old)
+
+    def label_of(self, data: bytes) -> str | None:
+        """The class the model learnt the raw message ``data`` in, or None."""
+        digest, older = message_digests(data)
+        label = self.trained.get(digest)
+        return self.trained.get(older) if label is None and older is not None else label
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)

@@ -202,7 +202,27 @@ def message_digest(data: bytes) -> str:
     Other headers are left out because they change after delivery (the verdict
     header, a mail client's Status: flags), and the message must still be recognised
     when filed again from the junk folder; the Message-ID tells apart identical
-    bodies, or the Subject when there is no Message-ID.
+    bodies, or the Subject when there is no Message-ID.  The body is read as an mbox
+    and a file both keep it (see :func:`message_digests`).
+    """
+    return message_digests(data)[0]
+
+
+# A body line starting "From " is stored in an mbox as ">From " (and ">From " as
+# ">>From " by some programs); no reader can tell which it was.
+_ESCAPED_FROM = re.compile(rb"^>+(?=From )", re.M)
+
+
+def message_digests(data: bytes) -> tuple[str, str | None]:
+    """:func:`message_digest`, and the digest spamnb gave the message before the body
+    was read as stored in both forms, when that differs (else None), so that mail
+    trained then is still known.
+
+    The same message in a file and in an mbox differs in its body: a line starting
+    "From " is written ">From " in the mbox, and the body's end gets a line end or a
+    blank line more there.  Digested as it came, a message moved between the two forms
+    was learnt again under its new label rather than moved, and counted in both classes.
+    So the digest reads such lines without their ">" and the body to one line end.
     """
     import hashlib
 
@@ -210,14 +230,22 @@ def message_digest(data: bytes) -> str:
 
     end = header_block_end(data)
     body = data[end:].lstrip(b"\r\n")
+    stored = _ESCAPED_FROM.sub(b"", body) if b"From " in body else body
+    text = stored.rstrip(b"\r\n")
+    if text:
+        # The line end the body has (kept, so that CRLF mail keeps its digest), or one.
+        stored = text + (b"\r\n" if stored[len(text) :].startswith(b"\r\n") else b"\n")
     identity = message_id(data)
     if identity is None:
         # Without a Message-ID, mail that differs only in its Subject (form letters,
         # or Enron1's 87 training messages that share a body) must still count as
         # different messages; a client rewriting the Subject is the lesser risk.
         identity = "subject:" + (subject_line(data[:end]) or "")
-    identity_bytes = identity.encode("utf-8", "replace")
-    return hashlib.blake2b(identity_bytes + b"\0" + body, digest_size=16).hexdigest()
+    identity_bytes = identity.encode("utf-8", "replace") + b"\0"
+    digest = hashlib.blake2b(identity_bytes + stored, digest_size=16).hexdigest()
+    if stored == body:
+        return digest, None
+    return digest, hashlib.blake2b(identity_bytes + body, digest_size=16).hexdigest()
 
 
 def subject_line(header_block: bytes) -> str | None:

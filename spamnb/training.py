@@ -355,6 +355,8 @@ def _learn_batch(
     batch_messages, batch_labels = batch
     labels = list(batch_labels)
     assert counts.digests is not None
+    if counts.older_digests:
+        spam_filter.adopt_digests(counts.older_digests)
     label_now: dict[str, str] = {}
     for digest, label in zip(counts.digests, labels, strict=True):
         before = label_now.get(digest)

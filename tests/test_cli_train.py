@@ -798,6 +798,45 @@ def test_a_copy_that_changed_since_it_was_learnt_is_warned_of_when_moved_or_forg
             assert "changed" not in summary
 
 
+def test_a_message_moved_from_a_folder_to_an_mbox_is_moved_not_learnt_again(
+    tmp_path, sample_maildir
+):
+    import mailbox
+
+    from spamnb.mail import message_digests
+    from spamnb.store import save
+
+    data = b"Message-ID: <moved@example.org>\nSubject: offer\n\nFrom today: cheap pills"
+    folder = tmp_path / "inbox"
+    folder.mkdir()
+    (folder / "1.eml").write_bytes(data)
+    box = mailbox.mbox(str(tmp_path / "junk.mbox"))
+    box.add(data)
+    box.close()
+    model = tmp_path / "m.joblib"
+    train_sample(model, sample_maildir, "--new")
+    first = run_json("train", "-m", model, "--ham", folder, "--json")
+    assert first["learned"] == 1
+    moved = run_json("train", "-m", model, "--spam", tmp_path / "junk.mbox", "--json")
+    assert (moved["learned"], moved["moved"]) == (0, 1)
+    forgot = run_json("train", "-m", model, "--forget", tmp_path / "junk.mbox", "--json")
+    assert forgot["forgotten"] == 1
+    # A model that learnt the message under the digest of spamnb before knows it still,
+    # and from then on by the new one.
+    run_json("train", "-m", model, "--ham", folder, "--json")
+    digest, older = message_digests(data)
+    assert older is not None
+    spam_filter = load(model)
+    spam_filter.trained[older] = spam_filter.trained.pop(digest)
+    if digest in spam_filter.mistake_copies:
+        spam_filter.mistake_copies[older] = spam_filter.mistake_copies.pop(digest)
+    save(spam_filter, model)
+    again = run_json("train", "-m", model, "--ham", folder, "--json")
+    assert (again["learned"], again["known"]) == (0, 1)
+    assert digest in load(model).trained and older not in load(model).trained
+    assert run_json("train", "-m", model, "--forget", folder, "--json")["forgotten"] == 1
+
+
 def test_forgotten_mail_takes_its_tokens_out_of_the_count_of_tokens(tmp_path, sample_maildir):
     # Forgetting leaves the columns of the forgotten tokens, empty: they were counted.
     cur = tmp_path / "cur.joblib"
