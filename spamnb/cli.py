@@ -94,18 +94,29 @@ def spread_multi_path_options(args: Sequence[str]) -> list[str]:
 # ---------------------------------------------------------------------------
 
 
+# Narrower than this, a width from $COLUMNS is taken for a mistake: at 0 rich printed
+# nothing at all, and at 10 a table one letter a line.
+NARROWEST_TABLES = 20
+
+
+def _usable_width(console: Console) -> Console:
+    if console.width < NARROWEST_TABLES:
+        console.width = 80
+    return console
+
+
 @functools.cache
 def stdout_console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False, soft_wrap=False)
+    return _usable_width(Console(highlight=False, soft_wrap=False))
 
 
 @functools.cache
 def stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(stderr=True, highlight=False)
+    return _usable_width(Console(stderr=True, highlight=False))
 
 
 @contextmanager
@@ -1666,6 +1677,16 @@ def evaluate(
         scored_as = spam_filter.scored_as()
         apply_scoring_options(spam_filter, scoring)
         rescored = spam_filter.scored_as() != scored_as
+    inputs = [p for _, p in pairs] + [str(p) for p in (index_path,) if p is not None]
+    if spam_filter is not None:
+        inputs += [str(path), f"{path}.table"]
+    for option, output in (("--predictions", predictions_path), ("--report", report_path)):
+        if output is not None and (given := output_among_inputs(output, inputs)):
+            if os.path.realpath(output) == os.path.realpath(given):
+                where = "over"
+            else:
+                where = "over a file in" if os.path.exists(output) else "into"
+            raise fail(f"{option} {output} would write {where} {given}, which this run reads")
     items, labels = read_labelled(pairs, mail_format, recursive)
     copies = {"copies": 0, "relabelled": 0}
     if spam_filter is None and not online:
@@ -1874,6 +1895,22 @@ def online_order(items: Sequence[MailItem], order: str) -> Any:
 
         return order_by_date([date_header(item.data) for item in items])
     return order_by_name([item.source for item in items])
+
+
+def output_among_inputs(output: Path, inputs: Sequence[str]) -> str | None:
+    """The input that writing ``output`` would replace: a file given, one inside a
+    folder given, or the model or its table; None if none.  A mistyped --predictions
+    had replaced the model evaluated, or a message of the mail."""
+    if open_descriptor(output) is not None:
+        return None  # standard output or a descriptor, no file
+    target = os.path.realpath(output)
+    for given in inputs:
+        if given == "-":
+            continue
+        where = os.path.realpath(given)
+        if target == where or target.startswith(where.rstrip(os.sep) + os.sep):
+            return given
+    return None
 
 
 def index_sources(index_path: Path) -> list[tuple[str, str]]:

@@ -164,6 +164,17 @@ def _run_reporting_output_errors(cli: Any) -> None:
         if sys.stderr is not None:
             sys.stderr.write("spamnb: cannot write the output: standard output is closed\n")
         sys.exit(1)
+    if sys.stderr is None:
+        # Descriptor 2 closed (a daemon's "2>&-"): messages go nowhere, as asked.  As
+        # None, every progress check failed (nothing done, status 1), and click wrote
+        # its errors into the output instead.
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until exit
+    for stream in (sys.stdout, sys.stderr):
+        # A terminal that cannot show a character (a Latin-1 locale) gets its escape
+        # rather than a traceback in place of the report.
+        if getattr(stream, "errors", None) == "strict":
+            with suppress(AttributeError, ValueError):
+                stream.reconfigure(errors="backslashreplace")
     try:
         try:
             cli(prog_name="spamnb")

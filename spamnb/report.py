@@ -9,7 +9,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from rich import box
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -38,7 +39,7 @@ def _table(title: str, *columns: str, right: Iterable[str] = ()) -> Table:
     return table
 
 
-def _add_row(table: Table, *cells: str | Text) -> None:
+def _add_row(table: Table, *cells: str | RenderableType) -> None:
     # Cells hold paths, labels and tokens from the user's mail: never read them as
     # markup, nor pass on the terminal's control sequences a token may carry (a
     # Subject can colour the screen, or worse).
@@ -308,12 +309,30 @@ BAR_WIDTH = 24
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 
-def _bar(fraction: float, width: int) -> str:
-    """A horizontal bar of ``fraction`` of ``width`` cells, padded to ``width``."""
-    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
-    full, part = divmod(eighths, 8)
-    bar = "█" * full + (_EIGHTHS[part] if part else "")
-    return bar.ljust(width)
+class _Bar:
+    """A horizontal bar of ``fraction`` of ``width`` cells, padded to ``width``: in
+    blocks and eighths of one, or in "#" on a terminal whose encoding lacks them (a
+    Latin-1 locale, where rich draws the tables' lines in ASCII too)."""
+
+    def __init__(self, fraction: float, width: int) -> None:
+        self.fraction = max(0.0, min(1.0, fraction))
+        self.width = width
+
+    def text(self, ascii_only: bool) -> str:
+        if ascii_only:
+            return ("#" * round(self.fraction * self.width)).ljust(self.width)
+        full, part = divmod(round(self.fraction * self.width * 8), 8)
+        return ("█" * full + (_EIGHTHS[part] if part else "")).ljust(self.width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(self.text(options.ascii_only), no_wrap=True)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(self.width, self.width)
+
+
+def _bar(fraction: float, width: int) -> _Bar:
+    return _Bar(fraction, width)
 
 
 def _reliability_table(calibration: dict[str, Any], title: str) -> Table:

@@ -412,6 +412,50 @@ def test_a_closed_standard_output_is_a_one_line_error(model, sample_maildir):
     ]
 
 
+def test_a_closed_standard_error_leaves_the_work_and_the_output_whole(
+    model, sample_maildir, tmp_path
+):
+    # A daemon's "2>&-": the progress check failed on None, so nothing was done (status
+    # 1), and click's own errors went into the output.
+    def closed_stderr(*args: str | Path) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "spamnb", *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            check=False,
+            preexec_fn=lambda: os.close(2),
+        )
+
+    trained = tmp_path / "m.joblib"
+    done = closed_stderr(
+        "train", "-m", trained, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    assert done.returncode == 0 and trained.exists()
+    done = closed_stderr("classify", "-m", model, sample_maildir / "ham")
+    assert done.returncode == 0 and len(done.stdout.splitlines()) >= 30
+    done = closed_stderr("classify", "-m", tmp_path / "missing.joblib", sample_maildir / "ham")
+    assert done.returncode == 1 and done.stdout == b""
+
+
+@pytest.mark.parametrize("environment", [{"PYTHONIOENCODING": "latin-1"}, {"COLUMNS": "0"}])
+def test_a_terminal_that_cannot_show_the_report_still_gets_it(model, sample_maildir, environment):
+    # A Latin-1 locale: rich wrote the report's bars, failed, and the report was lost
+    # to a traceback.  COLUMNS=0: rich printed nothing, with status 0.
+    done = subprocess.run(
+        [sys.executable, "-m", "spamnb", "evaluate", "-m", str(model),
+         "--spam", str(sample_maildir / "spam"), "--ham", str(sample_maildir / "ham")],
+        capture_output=True,
+        env={**os.environ, **environment},
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert b"Traceback" not in done.stderr
+    shown = done.stdout.decode("latin-1")
+    assert "accuracy" in shown.lower() and "30" in shown
+    if "PYTHONIOENCODING" in environment:
+        assert "#" in shown and "\\u2588" not in shown
+
+
 def _classify_on_a_terminal(model: Path, folder: Path, *, stdout_too: bool) -> bytes:
     """What a terminal shows of ``spamnb classify``: its stderr is the terminal, and
     with ``stdout_too`` so is its stdout (else stdout goes to a pipe)."""

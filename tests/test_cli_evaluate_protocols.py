@@ -278,6 +278,34 @@ def test_report_and_predictions_paths_are_checked_before_the_evaluation(tmp_path
         assert not (tmp_path / "newdir").exists()
 
 
+def test_an_output_that_would_replace_what_the_run_reads_is_refused(tmp_path, sample_maildir):
+    # A mistyped --predictions replaced the model evaluated (every piped message then
+    # exited 3) or a message of the mail, and said nothing.
+    import shutil
+
+    mail = tmp_path / "mail"
+    shutil.copytree(sample_maildir, mail)
+    model = tmp_path / "m.joblib"
+    assert run("train", "-m", model, "--spam", mail / "spam", "--ham", mail / "ham").exit_code == 0
+    message = sorted((mail / "spam" / "cur").iterdir())[0]
+    kept = {path: path.read_bytes() for path in (model, Path(f"{model}.table"), message)}
+    evaluate = ["evaluate", "-m", model, "--spam", mail / "spam", "--ham", mail / "ham"]
+    for option in ("--predictions", "--report"):
+        for output, said in (
+            (model, "over"),
+            (Path(f"{model}.table"), "over"),
+            (message, f"over a file in {mail / 'spam'}"),
+            (mail / "ham" / "new.html", f"into {mail / 'ham'}"),
+        ):
+            result = run(*evaluate, option, output)
+            assert_one_line_error(result, option, f"would write {said}", "which this run reads")
+    assert all(path.read_bytes() == data for path, data in kept.items())
+    assert not (mail / "ham" / "new.html").exists()
+    # Beside them is fine, and so is standard output.
+    assert run(*evaluate, "--predictions", tmp_path / "p.tsv").exit_code == 0
+    assert run(*evaluate, "--predictions", "/dev/stdout").exit_code == 0
+
+
 def test_a_report_in_a_folder_that_may_not_be_written_is_refused_first(
     tmp_path, sample_maildir, monkeypatch
 ):
