@@ -173,6 +173,11 @@ def fail(message: str) -> click.ClickException:
 # ---------------------------------------------------------------------------
 
 
+# Paths are checked where they are opened, each failure a line of its own: click's own
+# checks (readable, not a folder) end in a usage message of three lines and status 2.
+MODEL_PATH = click.Path(path_type=Path, readable=False)
+
+
 def _output_file(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
     """A file evaluate will write, checked before the evaluation runs: a path it could
     not write cost the whole run, its results unprinted."""
@@ -183,7 +188,7 @@ def _output_file(ctx: click.Context, param: click.Parameter, value: str | None) 
         raise fail(f"{option} needs a file name")
     if value == "-":
         raise fail(f"{option} -: give a file name (/dev/stdout writes to standard output)")
-    if value.endswith("/"):
+    if value.endswith("/") or os.path.isdir(value):
         raise fail(f"{option} {value}: that names a folder; give a file name")
     path = Path(value)
     if open_descriptor(path) is None:
@@ -226,7 +231,7 @@ def model_option(func: Callable) -> Callable:
         "-m",
         "--model",
         "model_path",
-        type=click.Path(path_type=Path),
+        type=MODEL_PATH,
         help="Model file [default: $SPAMNB_MODEL, else $XDG_DATA_HOME/spamnb/model.joblib].",
     )(func)
 
@@ -1549,7 +1554,7 @@ def explanation_lines(explanation: Mapping[str, Any], spam_filter: SpamFilter) -
 @click.option(
     "--index",
     "index_path",
-    type=click.Path(path_type=Path, dir_okay=False),
+    type=click.Path(path_type=Path, readable=False),
     help="With --online: a TREC index file (lines 'spam PATH', paths relative to it) giving "
     "the labels and the order.",
 )
@@ -1574,14 +1579,14 @@ def explanation_lines(explanation: Mapping[str, Any], spam_filter: SpamFilter) -
 @click.option(
     "--report",
     "report_path",
-    type=click.Path(dir_okay=False),
+    type=click.Path(readable=False),
     callback=_output_file,
     help="Write a self-contained HTML report with the tables and plots (needs spamnb[report]).",
 )
 @click.option(
     "--predictions",
     "predictions_path",
-    type=click.Path(dir_okay=False),
+    type=click.Path(readable=False),
     callback=_output_file,
     help="Write each tested message's verdict as TSV (see the README for the columns).",
 )
@@ -2449,8 +2454,8 @@ def top_odds(
 
 
 @main.command(short_help="Add up models trained separately.")
-@click.argument("output", type=click.Path(path_type=Path, dir_okay=False))
-@click.argument("models", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("output", type=MODEL_PATH)
+@click.argument("models", nargs=-1, required=True, type=MODEL_PATH)
 @trust_option
 @click.option("--force", is_flag=True, help="Replace OUTPUT if it exists.")
 @json_option

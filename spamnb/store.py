@@ -518,6 +518,7 @@ def training_lock(
         check_folders(path)
     path = Path(os.path.realpath(path))
     _refuse_other_than_a_file(path)
+    _refuse_a_name_too_long(path)
     try:
         _make_folder(path.parent)
         if not trust:
@@ -537,6 +538,26 @@ def training_lock(
         yield
     finally:
         os.close(fd)
+
+
+# The longest name a save writes beside the model: its table's temporary file,
+# "." NAME ".table" "." and mkstemp's 8 characters ".tmp".
+_LONGEST_COMPANION = len(".") + len(".table") + len(".") + 8 + len(".tmp")
+
+
+def _refuse_a_name_too_long(path: Path) -> None:
+    """Refuse a model whose name leaves no room for its table and temporary files,
+    before any mail is read: the save failed only after the whole training run."""
+    try:
+        limit = os.pathconf(path.parent if path.parent.is_dir() else "/", "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    size = len(os.fsencode(path.name))
+    if size + _LONGEST_COMPANION > limit:
+        raise ModelFileError(
+            f"the model's file name is {size} bytes long, too long for the files saved "
+            f"beside it; give one of at most {limit - _LONGEST_COMPANION} bytes"
+        )
 
 
 def _remove_stale_temporaries(path: Path) -> None:

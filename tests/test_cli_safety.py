@@ -391,6 +391,41 @@ def test_a_mistyped_model_path_is_not_made_into_an_empty_model(model, tmp_path, 
     assert load(model).model.class_counts.sum() > 0
 
 
+def test_paths_are_checked_by_spamnb_not_by_click(model, tmp_path, sample_maildir, monkeypatch):
+    # click's own checks (readable, not a folder) ended in its usage message of three
+    # lines and status 2, where every other bad path is one line and status 1.
+    real_access = os.access
+    monkeypatch.setattr(
+        os, "access", lambda path, mode, **k: not mode & os.R_OK and real_access(path, mode, **k)
+    )
+    assert run("info", "-m", model).exit_code == 0  # readable after all: open() decides
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    evaluate = ["evaluate", "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"]
+    for command, said in (
+        (["merge", folder, model, model], "is a folder"),
+        ([*evaluate, "-m", model, "--predictions", folder], "names a folder"),
+        (["evaluate", "--online", "--index", folder], "cannot read the index"),
+    ):
+        result = run(*command)
+        assert result.exit_code == 1
+        assert_one_line_error(result, said)
+
+
+def test_a_model_name_too_long_for_its_companions_is_refused_before_the_work(
+    tmp_path, sample_maildir
+):
+    # The table's temporary file adds 20 bytes to the name: at 236 to 250 bytes the
+    # whole run was done, and then the save failed on a name never given.
+    longest = os.pathconf(tmp_path, "PC_NAME_MAX") - 20
+    too_long = tmp_path / ("m" * (longest + 1))
+    assert_one_line_error(train_sample(too_long, sample_maildir), f"at most {longest} bytes")
+    assert list(tmp_path.iterdir()) == []  # not even the lock
+    fits = tmp_path / ("m" * longest)
+    assert train_sample(fits, sample_maildir).exit_code == 0
+    assert load(fits).model.class_counts.sum() > 0
+
+
 def test_a_path_with_a_newline_keeps_its_error_on_one_line(tmp_path, sample_maildir):
     # The model's own errors put the path in as given: a newline split the line.
     odd = tmp_path / "bad\nmodel"
