@@ -862,8 +862,9 @@ class InterruptibleGroup(click.Group):
                 result = super().invoke(ctx)
                 raise_if_interrupted()
                 return result
-        except KeyboardInterrupt:
-            click.echo("\nspamnb: interrupted", err=True)
+        except KeyboardInterrupt as exc:
+            when = f" {exc.args[0]}" if exc.args and isinstance(exc.args[0], str) else ""
+            click.echo(f"\nspamnb: interrupted{when}", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
 
 

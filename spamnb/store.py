@@ -650,7 +650,12 @@ def interrupts_deferred() -> Iterator[None]:
         if previous == signal.SIG_DFL:
             os.kill(os.getpid(), signal.SIGINT)
         elif callable(previous):  # default_int_handler raises KeyboardInterrupt
-            previous(signal.SIGINT, None)
+            try:
+                previous(signal.SIGINT, None)
+            except KeyboardInterrupt:
+                # Said with the interruption: the work was kept, which "interrupted"
+                # alone denied.
+                raise KeyboardInterrupt("after the model was saved") from None
 
 
 def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
