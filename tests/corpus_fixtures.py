@@ -45,6 +45,10 @@ def sample_messages(sample_maildir: Path) -> tuple[list[bytes], list[str]]:
 
 def assert_same_calibration(first: Calibration, second: Calibration) -> None:
     """Equal but for rounding: a vocabulary grown in another order sums each message's
-    log-probabilities in another order.  Folds dealt by position differ by far more."""
+    log-probabilities in another order.  Folds dealt by position differ by far more.
+
+    Rounding in the scores moves the Platt fit's optimum by a few parts in 10^9 on
+    some deals of the folds (2.5e-9 on SpamAssassin's first 500, once the digests they
+    are dealt by changed), hence 1e-7."""
     for name, value in first.to_dict().items():
-        assert second.to_dict()[name] == pytest.approx(value, rel=1e-9), name
+        assert second.to_dict()[name] == pytest.approx(value, rel=1e-7), name
