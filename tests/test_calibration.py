@@ -123,6 +123,66 @@ def test_spam_that_reads_like_ham_does_not_make_most_ham_unsure():
     assert (spam <= ham_cutoff).sum() > 10  # the spam bound gave way
 
 
+def test_the_bounds_allow_whole_messages_below_the_rate():
+    # 1,234 ham at 0.2% is 2.468 messages: 2 may score above the spam cut-off, not 3;
+    # with 2,000 ham the rate made a whole number, which floor and ceiling agree on.
+    rng = np.random.default_rng(8)
+    ham, spam = rng.beta(1, 8, size=1234), rng.beta(8, 1, size=700)
+    scores = np.concatenate([ham, spam])
+    is_spam = np.concatenate([np.zeros(1234, bool), np.ones(700, bool)])
+    ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam)
+    assert (ham >= spam_cutoff).sum() == 2
+    assert (spam <= ham_cutoff).sum() <= 7  # 1% of 700 spam
+
+
+@pytest.mark.parametrize(("n_ham", "unsure_bound"), [(99, False), (100, True)])
+def test_the_unsure_ham_bound_starts_at_a_hundred_held_out_ham(n_ham, unsure_bound):
+    # Every spam among the ham's scores, so that the spam bound alone would leave all
+    # the ham unsure; from 100 ham (5% of them: 5 messages) the second bound holds.
+    ham = np.linspace(0.01, 0.4, n_ham)
+    spam = np.r_[np.full(5, 0.001), np.linspace(0.9, 0.999, 95)]
+    scores = np.concatenate([ham, spam])
+    is_spam = np.concatenate([np.zeros(n_ham, bool), np.ones(100, bool)])
+    ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam)
+    unsure = int(((ham > ham_cutoff) & (ham < spam_cutoff)).sum())
+    assert (unsure == 5) if unsure_bound else (unsure > 90)
+
+
+def test_a_score_of_099_is_always_spam():
+    # Five ham at 0.995 would put the 0.2% bound's cut-off above them (0.995): the
+    # cut-off stays at 0.99, the bound missed, as documented.
+    rng = np.random.default_rng(9)
+    ham = np.r_[rng.beta(1, 8, size=995), np.full(5, 0.995)]
+    spam = rng.beta(8, 1, size=500)
+    scores = np.concatenate([ham, spam])
+    is_spam = np.concatenate([np.zeros(1000, bool), np.ones(500, bool)])
+    assert choose_cutoffs(scores, is_spam)[1] == 0.99
+
+
+def test_platt_on_many_well_separated_scores_is_the_minimum():
+    # Classes far apart and of unequal sizes: plain Newton steps ran to a loss of 1e10
+    # or more (a 0/1 map) in 2% of such draws (draw 29 among these), where the line
+    # search stops at the minimum.
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        n_ham, n_spam = rng.integers(20, 300, size=2)
+        centre, gap, spread = rng.uniform(-100, 100), rng.uniform(1, 200), rng.uniform(0, 20)
+        log_odds = np.r_[
+            rng.normal(centre - gap / 2, spread, n_ham),
+            rng.normal(centre + gap / 2, spread, n_spam),
+        ]
+        is_spam = np.r_[np.zeros(n_ham, bool), np.ones(n_spam, bool)]
+        slope, intercept = fit_platt(log_odds, is_spam)
+        best = platt_loss(log_odds, is_spam, slope, intercept)
+        # No worse than the flat map at the base rate, which ignores the scores.
+        rate = (n_spam + 1) / (n_spam + 2) * n_spam / len(is_spam) + n_ham / (n_ham + 2) / len(
+            is_spam
+        )
+        assert best <= platt_loss(log_odds, is_spam, 0.0, float(np.log(rate / (1 - rate))))
+        for da, db in [(1e-4, 0), (-1e-4, 0), (0, 1e-2), (0, -1e-2)]:
+            assert platt_loss(log_odds, is_spam, slope + da, intercept + db) > best - 1e-9
+
+
 def test_a_few_held_out_ham_keep_the_spam_bound():
     # 8 of each: 5% of the ham is no message, and the highest ham would set the cut-off.
     ham = np.array([0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.2, 0.45])

@@ -53,6 +53,16 @@ def test_exit_zero_and_header_name(model, sample_maildir):
     )
     assert result.exit_code == 0
     assert b"\nX-Junk: " in result.stdout_bytes
+    # Ham, whose status is otherwise 1: with a spam message this could not fail.
+    ham = sample_messages(sample_maildir, "ham")[0]
+    args = ["classify", "-p", "-m", str(model)]
+    assert pipe_subprocess(args, ham).returncode == 1
+    for done in (
+        run(*args, "--exit-zero", input=ham),
+        pipe_subprocess([*args, "--exit-zero"], ham),
+    ):
+        status = getattr(done, "exit_code", getattr(done, "returncode", None))
+        assert status == 0
     bad = run("classify", "-p", "-m", model, "--header-name", "Bad Name", input=message)
     assert bad.exit_code != 0
 

@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -139,9 +138,7 @@ def test_second_fetch_is_a_no_op(fetched: dict[str, Path], monkeypatch: pytest.M
     for name, root in fetched.items():
         marker = root / fetch_mod.MARKER_NAME
         before = marker.stat().st_mtime_ns
-        started = time.monotonic()
         assert fetch_mod.fetch(name, root.parent, mirror=MIRROR) == root
-        assert time.monotonic() - started < 1.0
         assert marker.stat().st_mtime_ns == before
 
 

@@ -523,6 +523,12 @@ def test_calibration_edge_values_land_in_their_own_bin(n_bins: int) -> None:
     assert [b["count"] for b in result["bins"]] == [1] * n_bins
     for b, edge in zip(result["bins"], edges, strict=True):
         assert b["lower"] == edge
+    # And a value just below an edge is in the bin below it: floor(c * n) rounds some
+    # of them up (0.8999999999999999 * 10 is 9.0).
+    below = np.nextafter(edges[1:], -np.inf)
+    if len(below):
+        result = calibration(below, np.zeros(len(below), dtype=bool), n_bins=n_bins)
+        assert [b["count"] for b in result["bins"]] == [1] * (n_bins - 1) + [0]
 
 
 def test_calibration_perfectly_calibrated_has_small_ece() -> None:

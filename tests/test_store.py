@@ -63,6 +63,28 @@ def test_save_creates_directories_and_leaves_no_temporary_files(tmp_path, traine
     assert sorted(p.name for p in path.parent.iterdir()) == ["model.joblib", "model.joblib.table"]
 
 
+def test_a_save_is_on_disk_when_it_returns(tmp_path, trained, monkeypatch):
+    # Each file is fsynced before its rename, and the folder after both renames: else
+    # a power cut could leave the old names, or none, though the save had returned.
+    import os
+
+    from spamnb import store
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(
+        store.os,
+        "fsync",
+        lambda fd: synced.append(os.readlink(f"/proc/self/fd/{fd}")) or real_fsync(fd),
+    )
+    path = tmp_path / "m.joblib"
+    save(trained, path)
+    folder = str(tmp_path)
+    assert synced.count(folder) >= 1
+    assert synced.index(folder) > max(i for i, name in enumerate(synced) if name != folder)
+    assert len([name for name in synced if name != folder]) == 2  # the model and its table
+
+
 def test_failed_write_keeps_the_old_model(tmp_path, trained, monkeypatch):
     path = tmp_path / "model.joblib"
     save(trained, path)
