@@ -68,6 +68,16 @@ def fetched(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: fetch_mod.fetch(name, dest, mirror=MIRROR) for name in EXPECTED}
 
 
+def run_fetch(mirror: Path, dest: Path, *corpora: str) -> subprocess.CompletedProcess[str]:
+    """corpora/fetch.py run as a user runs it, from ``mirror`` into ``dest``."""
+    return subprocess.run(
+        [sys.executable, str(FETCH_PY), "--mirror", str(mirror), "--dest", str(dest), *corpora],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def _counts(name: str, root: Path) -> tuple[int, int]:
     dirs = fetch_mod.labelled_dirs(name, root)
     ham = sum(len(fetch_mod.message_files(d)) for d in dirs["ham"])
@@ -188,12 +198,7 @@ def test_an_sms_collection_unpacked_by_hand_gets_its_messages(
 @pytest.mark.corpus
 def test_cli_reports_each_corpus(fetched: dict[str, Path]) -> None:
     dest = fetched["enron1"].parent
-    result = subprocess.run(
-        [sys.executable, str(FETCH_PY), "--mirror", str(MIRROR), "--dest", str(dest), "all"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_fetch(MIRROR, dest, "all")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines == [
@@ -275,12 +280,7 @@ def test_md5_name_check_catches_tampering(tmp_path: Path) -> None:
 def test_missing_mirror_archive_cli_error(tmp_path: Path) -> None:
     empty = tmp_path / "empty-mirror"
     empty.mkdir()
-    result = subprocess.run(
-        [sys.executable, str(FETCH_PY), "--mirror", str(empty), "--dest", str(tmp_path / "d")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_fetch(empty, tmp_path / "d")
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     errors = result.stderr.strip().splitlines()
@@ -299,12 +299,7 @@ def test_all_fetches_what_the_mirror_has_and_names_what_it_lacks(tmp_path: Path)
     partial.mkdir()
     sms = fetch_mod.get_corpus("sms")
     shutil.copy(MIRROR / sms.mirror_archive, partial)
-    result = subprocess.run(
-        [sys.executable, str(FETCH_PY), "--mirror", str(partial), "--dest", str(tmp_path / "d")],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_fetch(partial, tmp_path / "d")
     assert result.returncode == 1
     assert result.stdout.splitlines() == [f"sms: {tmp_path / 'd' / sms.root} (ham 4827, spam 747)"]
     errors = [line for line in result.stderr.splitlines() if line.startswith("fetch.py:")]
