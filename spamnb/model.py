@@ -127,8 +127,7 @@ class NaiveBayes:
         if sign < 0:
             short = self.token_counts[:, :n] < -added
             if short.any():
-                for i in range(X.shape[0]):
-                    over[i] = short[rows[i], X.indices[X.indptr[i] : X.indptr[i + 1]]].any()
+                over = self._short_rows(X, rows, np.flatnonzero(short.any(axis=0)))
         self.token_counts[:, :n] += added
         self.doc_counts[:, :n] += (indicator @ present).toarray()
         self.class_counts += np.bincount(rows, minlength=len(self.classes)) * sign
@@ -143,6 +142,31 @@ class NaiveBayes:
             np.minimum(self.doc_counts, self.class_counts[:, None], out=self.doc_counts)
             np.minimum(self.doc_counts, self.token_counts, out=self.doc_counts)
             np.maximum(self.doc_counts, 0, out=self.doc_counts)
+        return over
+
+    def _short_rows(self, X: sp.csr_matrix, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+        """Which messages of ``X`` (class ``rows``) find their class short of a token
+        when taken back one after another, over the ``columns`` the whole batch takes
+        more of than the classes hold.
+
+        One at a time, so that a changed copy among unchanged ones that share its
+        tokens is counted once: flagging every message that has a short token, as the
+        batch's sum found them, counted the unchanged copies too (a forwarded message
+        forgotten with another of the same mailer was two "changed" messages).  Which of
+        them is counted can depend on their order; how many, in the usual case of one
+        changed copy, does not."""
+        at = np.full(X.shape[1], -1, dtype=np.int64)
+        at[columns] = np.arange(len(columns))
+        left = self.token_counts[:, columns].copy()
+        over = np.zeros(X.shape[0], dtype=bool)
+        for i in range(X.shape[0]):
+            span = slice(X.indptr[i], X.indptr[i + 1])
+            places = at[X.indices[span]]
+            mine = places >= 0
+            if mine.any():
+                taken, places = X.data[span][mine], places[mine]
+                over[i] = bool((left[rows[i], places] < taken).any())
+                left[rows[i], places] -= taken
         return over
 
     def fit(self, X: sp.spmatrix, labels: Sequence[str]) -> NaiveBayes:

@@ -179,6 +179,37 @@ def test_removing_counts_undoes_adding():
     assert np.array_equal(model.class_counts, before[1])
 
 
+def test_a_changed_copy_taken_back_with_unchanged_ones_is_the_only_one_found_short():
+    # Two spam messages share a mailer's token; the copy of the first given back now
+    # was forwarded and has the token twice.  Taken back together the batch takes
+    # three where the class holds two, but only one message changed.
+    vocabulary = Vocabulary()
+    learnt = [["mailer", "cheap"], ["mailer", "offer"], ["meeting"]]
+    model = NaiveBayes().fit(count_matrix(learnt, vocabulary, grow=True), ["spam", "spam", "ham"])
+    given = [["mailer", "mailer", "cheap"], ["mailer", "offer"]]
+    for order in ([0, 1], [1, 0]):
+        copy = NaiveBayes().fit(
+            count_matrix(learnt, vocabulary, grow=False), ["spam"] * 2 + ["ham"]
+        )
+        over = copy.add_counts(
+            count_matrix([given[i] for i in order], vocabulary, grow=False),
+            ["spam", "spam"],
+            sign=-1,
+        )
+        assert over.sum() == 1
+    # Unchanged copies, however many share the token, are never short.
+    unchanged = model.add_counts(count_matrix(learnt[:2], vocabulary, grow=False), ["spam"] * 2, -1)
+    assert not unchanged.any()
+    # A copy alone that takes back more than its class holds is.
+    model = NaiveBayes().fit(count_matrix(learnt, vocabulary, grow=False), ["spam", "spam", "ham"])
+    alone = model.add_counts(
+        count_matrix([["mailer", "mailer", "mailer", "offer"]], vocabulary, grow=False),
+        ["spam"],
+        sign=-1,
+    )
+    assert alone.tolist() == [True]
+
+
 @pytest.mark.parametrize("event_model", EVENT_MODELS)
 def test_taking_back_tokens_never_added_keeps_the_counts_consistent(event_model: str) -> None:
     # A message forgotten after a tokenizer change can take back tokens it never put
