@@ -89,16 +89,26 @@ class SpamFilter:
     # moving a message takes them back.  Models from before it have weight 0.
     mistakes: MistakeTable = field(default_factory=MistakeTable)
     mistake_copies: dict[str, int] = field(default_factory=dict)
+    # The digests a message was known by before it was taken over under its digest now
+    # (see adopt_digests), old -> now: another model may still know it by the old one,
+    # and merging must see that the two hold the same message.
+    retired_digests: dict[str, str] = field(default_factory=dict)
 
     def adopt_digests(self, older: Mapping[str, str]) -> None:
         """Know each message by its digest now, where the model knows it by ``older[it]``
         (see mail.message_digests): the model keeps it as known, its label and its copies
-        in the mistake table."""
+        in the mistake table, and remembers the digest it had."""
         for digest, old in older.items():
             if old in self.trained and digest not in self.trained:
                 self.trained[digest] = self.trained.pop(old)
+                self.retired_digests[old] = digest
                 if old in self.mistake_copies:
                     self.mistake_copies[digest] = self.mistake_copies.pop(old)
+
+    def live_retired_digests(self) -> dict[str, str]:
+        """:attr:`retired_digests` of the messages the model still holds."""
+        trained = self.trained
+        return {old: now for old, now in self.retired_digests.items() if now in trained}
 
     def label_of(self, data: bytes) -> str | None:
         """The class the model learnt the raw message ``data`` in, or None."""

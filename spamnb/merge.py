@@ -25,7 +25,9 @@ in the order the models are given:
 - calibration: of the models that score as the merge does (the settings above), the
   one fitted on the most held-out messages (see ``_calibration``); the first model's
   cut-offs when they were set by hand;
-- trained messages: the union; created: the earliest; updated: now.
+- trained messages: the union, each message under the digest any of the models
+  knows it by now (a model another spamnb trained may know it by its older digest,
+  see ``SpamFilter.adopt_digests``); created: the earliest; updated: now.
 """
 
 from __future__ import annotations
@@ -64,7 +66,7 @@ def merge_filters(filters: Sequence[SpamFilter]) -> SpamFilter:
     for position, spam_filter in enumerate(filters, start=1):
         _check_shapes(spam_filter, position)
     _check_settings(filters)
-    trained = _merged_trained(filters)
+    trained, retired = _merged_trained(filters)
 
     vocabulary = Vocabulary()
     for spam_filter in filters:
@@ -117,6 +119,7 @@ def merge_filters(filters: Sequence[SpamFilter]) -> SpamFilter:
         trained=trained,
         mistakes=mistakes,
         mistake_copies=mistake_copies,
+        retired_digests=retired,
     )
 
 
@@ -153,20 +156,27 @@ def _check_settings(filters: list[SpamFilter]) -> None:
         )
 
 
-def _merged_trained(filters: list[SpamFilter]) -> dict[str, str]:
-    """The union of the trained-message records; refuse messages in two models.
+def _merged_trained(filters: list[SpamFilter]) -> tuple[dict[str, str], dict[str, str]]:
+    """The union of the trained-message records, and of their retired digests; refuse
+    messages in two models.
 
     A message in two models is in both models' counts, so the sum counts it twice
     (or, with two labels, once in each class).  Taking one copy back out would need
     its tokens, which a model does not keep (only its digest), so the exact merge is
-    impossible and the merge is refused instead.
+    impossible and the merge is refused instead.  A model that took a message over
+    under its digest now remembers the one it had, which a model not trained since
+    still knows it by: both are the same message.
     """
+    retired: dict[str, str] = {}
+    for spam_filter in filters:
+        retired.update(spam_filter.live_retired_digests())
     owner: dict[str, int] = {}  # digest -> index of the first model that trained it
     merged: dict[str, str] = {}
     # (earlier, later) model indices -> [messages in both, of which with other labels]
     overlaps: dict[tuple[int, int], list[int]] = {}
     for index, spam_filter in enumerate(filters):
-        for digest, label in spam_filter.trained.items():
+        for held, label in spam_filter.trained.items():
+            digest = retired.get(held, held)
             before = owner.get(digest)
             if before is None:
                 owner[digest] = index
@@ -185,7 +195,7 @@ def _merged_trained(filters: list[SpamFilter]) -> dict[str, str]:
             f"{labels}{more}; merging would count them twice "
             "(forget them from one of the models first)"
         )
-    return merged
+    return merged, {old: now for old, now in retired.items() if now in merged}
 
 
 def _merged_weight(filters: Sequence[SpamFilter]) -> float:

@@ -99,7 +99,8 @@ class NaiveBayes:
             self.doc_counts = np.vstack([self.doc_counts, empty])
         return self.classes.index(label)
 
-    def _grow(self, n_features: int) -> None:
+    def widen(self, n_features: int) -> None:
+        """Give the counts ``n_features`` columns, the new ones zero (never narrower)."""
         extra = n_features - self.n_features
         if extra > 0:
             pad = np.zeros((len(self.classes), extra))
@@ -118,7 +119,7 @@ class NaiveBayes:
             raise ValueError(f"{X.shape[0]} rows but {len(labels)} labels")
         X = sp.csr_matrix(X)
         rows = np.array([self._class_row(label) for label in labels], dtype=np.int64)
-        self._grow(X.shape[1])
+        self.widen(X.shape[1])
         indicator = class_sums(rows, len(self.classes), float(sign))
         present = presence(X)
         n = X.shape[1]

@@ -161,6 +161,11 @@ def _all_text(items: list[Any]) -> bool:
 
 
 def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
+    # A model's counts may stop short of its vocabulary: re-reading mail it knows
+    # adds that mail's tokens to the vocabulary and counts nothing, and a newer
+    # tokenizer gives known mail tokens the vocabulary lacks.  A file holds counts for
+    # every token (zeros for those), as from_payload checks.
+    spam_filter.model.widen(len(spam_filter.vocabulary))
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -176,6 +181,9 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         "model": spam_filter.model.to_state(),
         "calibration": spam_filter.calibration.to_dict(),
         "trained": _pack_trained(spam_filter.trained, spam_filter.model.classes),
+        # Not in files before it (format 4 all the same): a spamnb that does not know
+        # it reads the rest as before, and drops it at its next save.
+        "retired_digests": _pack_retired(spam_filter.live_retired_digests()),
         "mistakes": {
             **spam_filter.mistakes.to_state(len(spam_filter.classes), spam_filter.model.n_features),
             "digests": pack_strings(list(spam_filter.mistake_copies)),
@@ -190,6 +198,22 @@ def _pack_trained(trained: dict[str, str], classes: list[str]) -> dict[str, Any]
         "digests": pack_strings(list(trained)),
         "classes": np.fromiter((numbers[label] for label in trained.values()), np.int32),
     }
+
+
+def _pack_retired(retired: dict[str, str]) -> dict[str, Any]:
+    return {"old": pack_strings(list(retired)), "now": pack_strings(list(retired.values()))}
+
+
+def _unpack_retired(packed: object, trained: dict[str, str]) -> dict[str, str]:
+    if packed is None:
+        return {}
+    if not isinstance(packed, dict):
+        raise ValueError("the record of retired digests is not packed digests")
+    old = unpack_strings(packed["old"], "record of retired digests")
+    now = unpack_strings(packed["now"], "record of retired digests")
+    if len(old) != len(now) or not set(now) <= trained.keys():
+        raise ValueError("the record of retired digests names messages never trained")
+    return dict(zip(old, now, strict=True))
 
 
 def _unpack_trained(packed: object, classes: list[str]) -> dict[str, str]:
@@ -234,6 +258,11 @@ def from_payload(payload: object, path: Path, *, checksummed: bool = True) -> Sp
         vocabulary = Vocabulary.from_tokens(tokens) if isinstance(tokens, list) else Vocabulary()
         settings = TokenizerSettings.from_dict(payload["tokenizer"])
         calibration = Calibration.from_dict(payload.get("calibration", {}))
+        if model.token_counts.shape == model.doc_counts.shape and model.n_features < len(tokens):
+            # Written by a spamnb that saved counts short of the vocabulary (after
+            # known mail gave new tokens, see to_payload): the missing columns are the
+            # zeros they stand for, and the next save writes them.
+            model.widen(len(tokens))
         _check_consistent(model, vocabulary, tokens, settings)
         vocabulary.hashes = checked_vocabulary_hashes(tokens, payload.get("token_hashes"))
         _check_calibration(calibration)
@@ -255,6 +284,7 @@ def from_payload(payload: object, path: Path, *, checksummed: bool = True) -> Sp
             trained=_checked_trained(trained, model.classes),
             mistakes=mistakes,
             mistake_copies=mistake_copies,
+            retired_digests=_unpack_retired(payload.get("retired_digests"), trained),
         )
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as exc:
         detail = " ".join(str(exc).split())[:200]

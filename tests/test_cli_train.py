@@ -770,6 +770,31 @@ def test_forgetting_reads_in_batches_and_tokenizes_only_what_the_model_learnt(
     assert "spam" not in load(model).trained.values()
 
 
+def test_known_mail_that_gives_new_tokens_leaves_a_model_that_loads(tmp_path, sample_maildir):
+    # Known by its Message-ID and body, a copy with a field more (or any known mail
+    # read by a newer tokenizer, as after an upgrade) adds tokens to the vocabulary
+    # and no counts; the model saved then had counts short of its vocabulary, and was
+    # refused as damaged at every later run, the pipe's included.
+    model = tmp_path / "m.joblib"
+    train_sample(model, sample_maildir, "--new")
+    before = load(model)
+    original = sorted((sample_maildir / "spam" / "cur").iterdir())[0]
+    copy = tmp_path / "copy.eml"
+    copy.write_bytes(b"X-Original-To: someone.else@example.test\n" + original.read_bytes())
+    summary = run_json("train", "-m", model, "--spam", copy, "--json")
+    assert summary["known"] == 1 and summary["learned"] == 0
+    after = load(model)
+    grown = len(after.vocabulary) - len(before.vocabulary)
+    assert grown > 0
+    assert after.model.token_counts.shape == (len(after.classes), len(after.vocabulary))
+    assert not after.model.token_counts[:, len(before.vocabulary) :].any()
+    assert (
+        after.model.token_counts[:, : len(before.vocabulary)] == before.model.token_counts
+    ).all()
+    verdict = run("classify", "--pipe", "-m", model, input=copy.read_bytes())
+    assert verdict.exit_code in (0, 1, 2), verdict.stderr
+
+
 def test_a_copy_that_changed_since_it_was_learnt_is_warned_of_when_moved_or_forgotten(
     tmp_path, sample_maildir
 ):

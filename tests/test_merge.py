@@ -17,7 +17,7 @@ from spamnb.calibration import Calibration
 from spamnb.filter import SpamFilter, message_digest
 from spamnb.merge import IncompatibleModels, merge_filters
 from spamnb.model import NaiveBayes
-from spamnb.store import from_payload, to_payload
+from spamnb.store import NotAModelError, from_payload, to_payload
 from spamnb.tokens import TOKENIZER_VERSION, TokenizerSettings
 
 
@@ -337,6 +337,57 @@ def test_a_message_trained_into_two_models_is_refused(sample):
         match=r"^1 message was trained into both model 1 and model 2 \(1 of them with another",
     ):
         merge_filters([first, relabelled])
+
+
+def test_a_message_one_model_took_over_under_its_digest_now_is_refused_in_another(sample):
+    # Both models learnt the same mail under the digests an older spamnb gave it; the
+    # first has since read it again and knows it by its digest now (adopt_digests),
+    # the second has not.  They hold the same messages all the same.
+    _, token_lists, labels, digests = sample
+    older = [f"older-{digest}" for digest in digests]
+
+    def learned(rows):
+        spam_filter = SpamFilter()
+        spam_filter.learn(pick(token_lists, rows), pick(labels, rows), pick(older, rows))
+        return spam_filter
+
+    upgraded, stale = learned(range(40)), learned(range(30, len(labels)))
+    upgraded.adopt_digests(dict(zip(digests[:40], older[:40], strict=True)))
+    assert set(upgraded.trained) == set(digests[:40])
+    for models, first, second in (([upgraded, stale], 1, 2), ([stale, upgraded], 1, 2)):
+        with pytest.raises(
+            IncompatibleModels,
+            match=rf"^10 messages were trained into both model {first} and model {second}; ",
+        ):
+            merge_filters(models)
+    # Apart, they merge, and the merge still knows which messages the old digests were.
+    apart = learned(range(40, len(labels)))
+    merged = merge_filters([upgraded, apart])
+    assert merged.retired_digests == dict(zip(older[:40], digests[:40], strict=True))
+    # The stale model's messages 30 on: ten through the retired digests, the rest as
+    # the apart model learnt them.
+    with pytest.raises(IncompatibleModels, match=rf"^{len(labels) - 30} messages were trained"):
+        merge_filters([merged, stale])
+
+
+def test_retired_digests_are_saved_for_the_messages_still_held(sample):
+    _, token_lists, labels, digests = sample
+    older = [f"older-{digest}" for digest in digests]
+    spam_filter = SpamFilter()
+    spam_filter.learn(token_lists, labels, older)
+    spam_filter.adopt_digests(dict(zip(digests, older, strict=True)))
+    spam_filter.forget(token_lists[:5], digests[:5])
+    loaded = from_payload(to_payload(spam_filter), Path("m.joblib"))
+    assert loaded.retired_digests == dict(zip(older[5:], digests[5:], strict=True))
+    # A file from before the record has none; a record naming mail never learnt is
+    # damage, as any inconsistent part of a model file is.
+    payload = to_payload(spam_filter)
+    del payload["retired_digests"]
+    assert from_payload(payload, Path("m.joblib")).retired_digests == {}
+    payload = to_payload(spam_filter)
+    payload["retired_digests"]["now"] = payload["retired_digests"]["old"]
+    with pytest.raises(NotAModelError, match="retired digests"):
+        from_payload(payload, Path("m.joblib"))
 
 
 def test_models_without_digests_merge_with_learned_ones(sample):

@@ -206,6 +206,29 @@ def test_damaged_payload_is_refused(tmp_path, trained):
         load(path)
 
 
+def test_counts_short_of_the_vocabulary_are_saved_and_read_as_zeros(tmp_path, trained):
+    # Known mail read again with new tokens grows the vocabulary and counts nothing.
+    counted = len(trained.vocabulary)
+    trained.vocabulary.add("token-of-known-mail")
+    assert trained.model.n_features == counted
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+    loaded = load(path)
+    assert loaded.model.token_counts.shape == (2, counted + 1)
+    assert not loaded.model.token_counts[:, counted:].any()
+    assert not loaded.model.doc_counts[:, counted:].any()
+    # A file written short of its vocabulary (as spamnb did before it widened them)
+    # reads the same.
+    payload = to_payload(trained)
+    for name in ("token_counts", "doc_counts"):
+        payload["model"][name] = payload["model"][name][:, :counted]
+    with open(path, "wb") as stream:
+        dump_checksummed(payload, stream)
+    again = load(path)
+    assert np.array_equal(again.model.token_counts, loaded.model.token_counts)
+    assert np.array_equal(again.model.doc_counts, loaded.model.doc_counts)
+
+
 def test_default_model_path(tmp_path):
     assert default_model_path({"SPAMNB_MODEL": "/x/m.joblib"}).as_posix() == "/x/m.joblib"
     xdg = default_model_path({"XDG_DATA_HOME": str(tmp_path)})
