@@ -211,6 +211,8 @@ def message_digest(data: bytes) -> str:
 # A body line starting "From " is stored in an mbox as ">From " (and ">From " as
 # ">>From " by some programs); no reader can tell which it was.
 _ESCAPED_FROM = re.compile(rb"^>+(?=From )", re.M)
+# Where an mbox writer puts its ">" (mailbox.mbox and most others: one, before "From ").
+_UNESCAPED_FROM = re.compile(rb"^(?=From )", re.M)
 
 
 def message_digests(data: bytes) -> tuple[str, str | None]:
@@ -243,9 +245,15 @@ def message_digests(data: bytes) -> tuple[str, str | None]:
         identity = "subject:" + (subject_line(data[:end]) or "")
     identity_bytes = identity.encode("utf-8", "replace") + b"\0"
     digest = hashlib.blake2b(identity_bytes + stored, digest_size=16).hexdigest()
-    if stored == body:
-        return digest, None
-    return digest, hashlib.blake2b(identity_bytes + body, digest_size=16).hexdigest()
+    if stored != body:
+        return digest, hashlib.blake2b(identity_bytes + body, digest_size=16).hexdigest()
+    if b"From " in body and _UNESCAPED_FROM.search(body):
+        # Given as a file, as it is: a spamnb before this digest that learnt it from an
+        # mbox digested it as the mbox stores it, its "From " lines written ">From ".
+        # (A body that also has ">From " lines as given is known by that form only.)
+        escaped = _UNESCAPED_FROM.sub(b">", body)
+        return digest, hashlib.blake2b(identity_bytes + escaped, digest_size=16).hexdigest()
+    return digest, None
 
 
 def subject_line(header_block: bytes) -> str | None:
