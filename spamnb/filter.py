@@ -333,13 +333,12 @@ class SpamFilter:
         if rows:
             X = self.vectorise([token_lists[i] for i in rows])
             labels = [self.trained.pop(digests[i]) for i in rows]
-            over = self.model.add_counts(X, labels, sign=-1)
             index = self.vocabulary.index
             # Every token of a message learnt is in the vocabulary, which keeps them all.
-            changed = sum(
-                bool(over[n]) or any(token not in index for token in token_lists[i])
-                for n, i in enumerate(rows)
+            unknown = np.array(
+                [any(token not in index for token in token_lists[i]) for i in rows], dtype=bool
             )
+            changed = int(self.model.add_counts(X, labels, sign=-1, changed=unknown).sum())
             self._take_back_mistakes(X, labels, [digests[i] for i in rows])
             self.updated = _now()
         return {"forgotten": len(rows), "unknown": len(first) - len(rows), "changed": changed}

@@ -107,13 +107,21 @@ class NaiveBayes:
             self.token_counts = np.hstack([self.token_counts, pad])
             self.doc_counts = np.hstack([self.doc_counts, pad])
 
-    def add_counts(self, X: sp.spmatrix, labels: Sequence[str], sign: int = 1) -> np.ndarray:
+    def add_counts(
+        self,
+        X: sp.spmatrix,
+        labels: Sequence[str],
+        sign: int = 1,
+        changed: np.ndarray | None = None,
+    ) -> np.ndarray:
         """Add (or with ``sign=-1`` remove) the counts of the messages in ``X``.
 
         ``fit`` and incremental training share this one routine, so a model trained
         in pieces is identical to one trained at once.  Returns, for each message, whether
-        it took back more of a token than its class had: a copy that changed since its
-        class learnt it (all False when adding).
+        it is a copy that changed since its class learnt it (all False when adding): one
+        the caller knows ``changed`` (tokens the vocabulary lacks), one with a token its
+        class holds none of, and the fewest, largest takers that account for what the
+        batch takes back beyond what a class holds of a token (see _changed_rows).
         """
         if X.shape[0] != len(labels):
             raise ValueError(f"{X.shape[0]} rows but {len(labels)} labels")
@@ -125,10 +133,12 @@ class NaiveBayes:
         n = X.shape[1]
         added = (indicator @ X).toarray()
         over = np.zeros(X.shape[0], dtype=bool)
+        if changed is not None and sign < 0:
+            over |= np.asarray(changed, dtype=bool)
         if sign < 0:
             short = self.token_counts[:, :n] < -added
             if short.any():
-                over = self._short_rows(X, rows, np.flatnonzero(short.any(axis=0)))
+                over = self._changed_rows(X, rows, short, over)
         self.token_counts[:, :n] += added
         self.doc_counts[:, :n] += (indicator @ present).toarray()
         self.class_counts += np.bincount(rows, minlength=len(self.classes)) * sign
@@ -145,29 +155,41 @@ class NaiveBayes:
             np.maximum(self.doc_counts, 0, out=self.doc_counts)
         return over
 
-    def _short_rows(self, X: sp.csr_matrix, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
-        """Which messages of ``X`` (class ``rows``) find their class short of a token
-        when taken back one after another, over the ``columns`` the whole batch takes
-        more of than the classes hold.
+    def _changed_rows(
+        self, X: sp.csr_matrix, rows: np.ndarray, short: np.ndarray, known: np.ndarray
+    ) -> np.ndarray:
+        """The messages of ``X`` (class ``rows``, to be taken back) that changed since
+        they were learnt: the ``known`` ones, those with a token their class holds
+        none of, and for each (class, token) cell ``short`` of what the batch takes,
+        the fewest takers, largest first, without which the rest fit in the class.
 
-        One at a time, so that a changed copy among unchanged ones that share its
-        tokens is counted once: flagging every message that has a short token, as the
-        batch's sum found them, counted the unchanged copies too (a forwarded message
-        forgotten with another of the same mailer was two "changed" messages).  Which of
-        them is counted can depend on their order; how many, in the usual case of one
-        changed copy, does not."""
-        at = np.full(X.shape[1], -1, dtype=np.int64)
-        at[columns] = np.arange(len(columns))
-        left = self.token_counts[:, columns].copy()
-        over = np.zeros(X.shape[0], dtype=bool)
+        Every message holding a short token was counted before, so a forwarded copy
+        taken back with an unchanged one of the same mailer made two "changed"
+        messages.  A copy known changed is not charged again, so the unchanged one is
+        never counted for it, whatever order the batch lists them in; with several
+        unchanged takers of a cell and one overdrawing it, the overdrawing one is.
+        Which of equal takers is counted follows the batch's order; how many does not.
+        """
+        over = known.copy()
+        takers: dict[tuple[int, int], list[tuple[float, int]]] = {}
+        counts = self.token_counts
         for i in range(X.shape[0]):
             span = slice(X.indptr[i], X.indptr[i + 1])
-            places = at[X.indices[span]]
-            mine = places >= 0
-            if mine.any():
-                taken, places = X.data[span][mine], places[mine]
-                over[i] = bool((left[rows[i], places] < taken).any())
-                left[rows[i], places] -= taken
+            columns, taken, row = X.indices[span], X.data[span], rows[i]
+            if (counts[row, columns] <= 0).any():
+                over[i] = True
+            hit = short[row, columns]
+            for column, amount in zip(columns[hit].tolist(), taken[hit].tolist(), strict=True):
+                takers.setdefault((row, column), []).append((amount, i))
+        for (row, column), taking in takers.items():
+            rest = [(amount, i) for amount, i in taking if not over[i]]
+            total = sum(amount for amount, _ in rest)
+            # Python's sort is stable: equal takers stay in the batch's order.
+            for amount, i in sorted(rest, key=lambda taker: -taker[0]):
+                if total <= counts[row, column]:
+                    break
+                over[i] = True
+                total -= amount
         return over
 
     def fit(self, X: sp.spmatrix, labels: Sequence[str]) -> NaiveBayes:
