@@ -685,7 +685,7 @@ def iter_labelled(
         what = "file or message" if len(skipped) == 1 else "files or messages"
         warn(f"skipped {len(skipped):,} {what} that could not be read as mail, e.g. {skipped[0]}")
     if repeated:
-        warn(f"read {repeated:,} messages more than once (overlapping paths); counted once")
+        warn(f"read {_count(repeated, 'message')} more than once (overlapping paths); counted once")
 
 
 def _count(n: int, noun: str) -> str:
@@ -1041,11 +1041,21 @@ def train(
     for warning in cut_warnings(outcome["cut"], spam_filter.settings, "learnt"):
         warn(warning["message"])
     if changed:
+        from .tokens import TOKENIZER_VERSION
+
+        # A model of an older tokenizer learnt tokens this one no longer makes: an
+        # unchanged copy reads otherwise now, and the copy is not to blame.
+        why = (
+            f"changed since, or read otherwise by tokenizer {TOKENIZER_VERSION} than by "
+            f"tokenizer {spam_filter.settings.version} that learnt it"
+            if spam_filter.settings.version < TOKENIZER_VERSION
+            else "changed since, say headers added when it was forwarded"
+        )
         warn(
             f"{_count(changed, 'message')} moved or forgotten had tokens that the copy learnt "
-            "did not (changed since, say headers added when it was forwarded); the counts "
-            "taken back are the copy's now, so the model is near but not exactly as if it "
-            "had never learnt them (train --new on your folders rebuilds it)"
+            f"did not ({why}); the counts taken back are the copy's now, so the model is "
+            "near but not exactly as if it had never learnt them (train --new on your "
+            "folders rebuilds it)"
         )
     if outcome["conflicting"]:
         warn(

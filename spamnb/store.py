@@ -66,7 +66,11 @@ FORMAT_NAME = "spamnb-model"
 # array in one write.  Version 1 files are still read.
 # Version 3 puts the checksum header before the payload.  Version 4 adds the mistake
 # table: an older spamnb would score without it and disagree with the pipe's table.
-FORMAT_VERSION = 4
+# Version 5 knows messages by the digest that reads mbox escapes back (see
+# mail.message_digests), and records the digests it retired: an older spamnb took
+# every message whose digest had changed (most of a mailbox) for new mail, and its
+# next training counted it again, with nothing said.
+FORMAT_VERSION = 5
 # PNG's trick: the high byte and the line ends show a file mangled by a text-mode copy.
 FILE_MAGIC = b"\x89SPAMNB-MODEL\r\n\x1a\n"
 _DIGEST_SIZE = 32
@@ -181,8 +185,7 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         "model": spam_filter.model.to_state(),
         "calibration": spam_filter.calibration.to_dict(),
         "trained": _pack_trained(spam_filter.trained, spam_filter.model.classes),
-        # Not in files before it (format 4 all the same): a spamnb that does not know
-        # it reads the rest as before, and drops it at its next save.
+        # Since format 5; older files have none.
         "retired_digests": _pack_retired(spam_filter.live_retired_digests()),
         "mistakes": {
             **spam_filter.mistakes.to_state(len(spam_filter.classes), spam_filter.model.n_features),

@@ -13,7 +13,8 @@ from cli_helpers import assert_one_line_error, run, run_json, train_sample
 
 from spamnb import __version__, cli
 from spamnb.model import EVENT_MODELS
-from spamnb.store import load
+from spamnb.store import load, save
+from spamnb.tokens import TOKENIZER_VERSION
 
 
 def test_version():
@@ -821,6 +822,14 @@ def test_a_copy_that_changed_since_it_was_learnt_is_warned_of_when_moved_or_forg
             assert summary["forgotten"] + summary["moved"] == 1
             assert (said in result.stderr) is warned, (copy.name, options, result.stderr)
             assert "changed" not in summary
+    # A model of an older tokenizer may find an unchanged copy changed: the warning
+    # says the newer tokenizer may be why, not only the copy.
+    older = load(model)
+    older.settings = older.settings._replace(version=TOKENIZER_VERSION - 1)
+    save(older, model)
+    result = run("train", "-m", model, "--forget", forwarded)
+    assert said in result.stderr
+    assert f"read otherwise by tokenizer {TOKENIZER_VERSION} than by tokenizer" in result.stderr
 
 
 def test_a_message_moved_from_a_folder_to_an_mbox_is_moved_not_learnt_again(
