@@ -19,7 +19,6 @@ import heapq
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, closing, contextmanager, nullcontext
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -182,7 +181,6 @@ def counting_started(
     jobs: int | None = 1,
     backend: str = "local",
     scheduler: str | None = None,
-    sample_size: int = CALIBRATION_SAMPLE,
 ) -> Iterator[Iterator[tuple[LabelledBatch, BatchCounts]]]:
     """Batches of (raw messages, labels), each given back with its counts, in order,
     counted as ``jobs`` and ``backend`` say (see :func:`parallel.counted_in_order`).
@@ -191,19 +189,8 @@ def counting_started(
     then: training a new model forks them before this process imports scipy and the
     model's modules (see ``cli.train``).  Leaving stops the workers at once, on an
     error or Ctrl-C too.
-
-    Forked workers keep large blocks on the heap until the run has handed them more
-    mail than ``sample_size``, as this process does until it has counted more (see
-    :func:`learn_counted`), and give such blocks pages of their own after.
     """
-    _use_heap_thresholds(_SMALL_RUN)
-    handed_out = 0
-
-    def prepare_worker(messages: Sequence[bytes]) -> Callable[[], None]:
-        nonlocal handed_out
-        handed_out += len(messages)
-        return partial(_worker_heap_thresholds, handed_out > sample_size)
-
+    _use_heap_thresholds(_LARGE_RUN)
     counting = counted_in_order(
         batches,
         lambda batch: batch[0],
@@ -212,10 +199,12 @@ def counting_started(
         backend=backend,
         scheduler=scheduler,
         with_digests=True,
-        prepare_worker=prepare_worker,
     )
     with closing(counting):
-        yield started(counting)
+        counted = started(counting)
+        # Any local workers are forked now, and keep the large run's thresholds.
+        _use_heap_thresholds(_SMALL_RUN)
+        yield counted
 
 
 def learn_batches(
@@ -231,12 +220,7 @@ def learn_batches(
     """Learn batches of (raw messages, labels) as :meth:`SpamFilter.learn` learns, then
     refit the calibration once (see :func:`learn_counted`)."""
     with counting_started(
-        batches,
-        spam_filter.settings,
-        jobs=jobs,
-        backend=backend,
-        scheduler=scheduler,
-        sample_size=sample_size,
+        batches, spam_filter.settings, jobs=jobs, backend=backend, scheduler=scheduler
     ) as counted:
         return learn_counted(
             spam_filter, counted, jobs=jobs, progress=progress, sample_size=sample_size
@@ -412,7 +396,7 @@ _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 # (block size, free top) for a run still small: the largest glibc raises its own to.
 _SMALL_RUN = (32 << 20, 64 << 20)
-# For a large run: 1 MiB, and glibc's own starting value.
+# For a large run, and the workers: 1 MiB, and glibc's own starting value.
 _LARGE_RUN = (1 << 20, 128 << 10)
 
 
@@ -454,23 +438,6 @@ def _use_heap_thresholds(thresholds: tuple[int, int]) -> None:
         block, free_top = thresholds
         mallopt(_M_MMAP_THRESHOLD, block)
         mallopt(_M_TRIM_THRESHOLD, free_top)
-
-
-def _worker_heap_thresholds(large: bool) -> None:
-    """Run by a forked counting worker before each batch: the large run's thresholds
-    once the run has handed its workers more mail than the calibration sample holds,
-    else the small run's.
-
-    The workers had the large run's from the start, and their fresh pages cost a
-    third of training's system time.  Training the SpamAssassin training part (4,232
-    messages, two workers; five alternating runs of each) took 0.51 to 0.71 s of system
-    time this way against 0.74 to 0.95, and 3.60 s of wall time (median) against 3.82.
-    Workers keeping the small run's throughout held too much at 100,000 messages: 627
-    MB with the training process at once (their summed PSS), over the 600 MB target.
-    Going back to 1 MiB after the sample, two alternating runs there measured 584 and
-    585 MB against 582 and 595 (55 and 59 s against 61 and 61).
-    """
-    _use_heap_thresholds(_LARGE_RUN if large else _SMALL_RUN)
 
 
 def _return_freed_memory() -> None:
