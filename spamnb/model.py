@@ -133,9 +133,9 @@ class NaiveBayes:
         n = X.shape[1]
         added = (indicator @ X).toarray()
         over = np.zeros(X.shape[0], dtype=bool)
-        if changed is not None and sign < 0:
-            over |= np.asarray(changed, dtype=bool)
         if sign < 0:
+            if changed is not None:
+                over |= np.asarray(changed, dtype=bool)
             short = self.token_counts[:, :n] < -added
             if short.any():
                 over = self._changed_rows(X, rows, short, over)
@@ -477,7 +477,14 @@ class NaiveBayes:
 
     # -- state ----------------------------------------------------------------------
 
-    def to_state(self) -> dict[str, Any]:
+    def to_state(self, n_features: int | None = None) -> dict[str, Any]:
+        """The model for its file, its counts given ``n_features`` columns (the zeros
+        of tokens counted nowhere) when they stop short of that."""
+        extra = 0 if n_features is None else max(n_features - self.n_features, 0)
+
+        def padded(counts: np.ndarray) -> np.ndarray:
+            return np.pad(counts, ((0, 0), (0, extra))) if extra else counts
+
         return {
             "event_model": self.event_model,
             "alpha": self.alpha,
@@ -486,8 +493,8 @@ class NaiveBayes:
             "selection": self.selection,
             "classes": list(self.classes),
             "class_counts": self.class_counts,
-            "token_counts": self.token_counts,
-            "doc_counts": self.doc_counts,
+            "token_counts": padded(self.token_counts),
+            "doc_counts": padded(self.doc_counts),
         }
 
     @classmethod

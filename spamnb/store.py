@@ -169,7 +169,7 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
     # adds that mail's tokens to the vocabulary and counts nothing, and a newer
     # tokenizer gives known mail tokens the vocabulary lacks.  A file holds counts for
     # every token (zeros for those), as from_payload checks.
-    spam_filter.model.widen(len(spam_filter.vocabulary))
+    n_features = len(spam_filter.vocabulary)
     return {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
@@ -182,13 +182,13 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         # the tokens it adds (a cache: a file without it, or with wrong ones, is read
         # and hashed again).
         "token_hashes": vocabulary_hashes(spam_filter.vocabulary),
-        "model": spam_filter.model.to_state(),
+        "model": spam_filter.model.to_state(n_features),
         "calibration": spam_filter.calibration.to_dict(),
         "trained": _pack_trained(spam_filter.trained, spam_filter.model.classes),
         # Since format 5; older files have none.
         "retired_digests": _pack_retired(spam_filter.live_retired_digests()),
         "mistakes": {
-            **spam_filter.mistakes.to_state(len(spam_filter.classes), spam_filter.model.n_features),
+            **spam_filter.mistakes.to_state(len(spam_filter.classes), n_features),
             "digests": pack_strings(list(spam_filter.mistake_copies)),
             "copies": np.fromiter(spam_filter.mistake_copies.values(), np.int64),
         },
