@@ -25,7 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LENGTH_EXPONENT", "Calibration", "choose_cutoffs", "fit_platt", "normalised"]
+__all__ = [
+    "FLAT_SCORE",
+    "LENGTH_EXPONENT",
+    "Calibration",
+    "choose_cutoffs",
+    "fit_platt",
+    "normalised",
+]
 
 # The exponent new calibrations are fitted with (see above).
 LENGTH_EXPONENT = 0.75
@@ -95,6 +102,13 @@ class Calibration:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+# Why a calibration can be flat (see fit_platt): said by evaluate and train.
+FLAT_SCORE = (
+    "fitted flat: held-out spam scored no higher than held-out ham, so the score cannot "
+    "rank mail (the scoring options are the likely cause)"
+)
+
+
 def fit_platt(
     log_odds: np.ndarray, is_spam: np.ndarray, iterations: int = 100
 ) -> tuple[float, float]:
@@ -153,6 +167,15 @@ def fit_platt(
         else:
             break  # no step lowers the loss: at the minimum, to rounding
         a, b, current = a - t * step[0], b - t * step[1], tried
+    if a < 0:
+        # Held-out spam scored below held-out ham: the model ranks worse than chance
+        # (seen with settings that leave it nearly nothing to go on, such as
+        # --max-features 1 with a huge k).  A falling map would turn the Naive Bayes's
+        # verdicts around in the spam score and the pipe's headers; the best map that
+        # does not fall is the flat one at the base rate, where the loss is lowest
+        # along a = 0 (the loss is convex, so the best map with a >= 0 lies there).
+        rate = float(np.mean(target))
+        return 0.0, math.log(rate / (1 - rate))
     return float(a / scale), float(b - a * centre / scale)
 
 

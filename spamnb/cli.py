@@ -1038,6 +1038,7 @@ def train(
     by_class = outcome.pop("by_class")
     forgotten_class_warning(spam_filter)
     uncalibrated_warning(spam_filter)
+    flat_calibration_warning(spam_filter)
     for warning in cut_warnings(outcome["cut"], spam_filter.settings, "learnt"):
         warn(warning["message"])
     if changed:
@@ -1096,6 +1097,16 @@ def uncalibrated_warning(spam_filter: SpamFilter) -> None:
         "the default cut-offs): a run that brings two or more new messages of each "
         "class fits it, as does train --new on all of your mail"
     )
+
+
+def flat_calibration_warning(spam_filter: SpamFilter) -> None:
+    """Warn that the spam score was fitted flat: held-out spam scored no higher than
+    held-out ham, which a map that does not fall can only meet with the base rate."""
+    from .calibration import FLAT_SCORE
+
+    calibration = spam_filter.calibration
+    if calibration.fitted_on and calibration.slope == 0:
+        warn(f"the spam score was {FLAT_SCORE}")
 
 
 def calibration_fit(spam_filter: SpamFilter) -> tuple[float, float, int]:

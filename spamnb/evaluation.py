@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .calibration import FLAT_SCORE
 from .filter import HAM, SPAM, SpamFilter
 from .scores import calibration as reliability
 from .scores import (
@@ -491,6 +492,14 @@ def score_warnings(report: Mapping[str, Any], *, rescored: bool = False) -> list
                 "these: its ECE, unsure band and counts at the cut-offs are of that calibration",
             }
         )
+    flat = sum(bool(fit["fitted_on"]) and fit["slope"] == 0 for fit in fits)
+    if flat:
+        which = (
+            "the spam score was"
+            if len(fits) == 1
+            else f"{flat} of {len(fits)} folds' spam scores were"
+        )
+        warnings.append({"kind": "flat-score", "message": f"{which} {FLAT_SCORE}"})
     return warnings
 
 

@@ -79,6 +79,23 @@ def test_platt_on_scores_all_alike_gives_the_base_rate():
         assert fit_platt(nearly, np.array([False, True] * 4), iterations)[0] == 0.0
 
 
+def test_platt_never_fits_a_falling_map():
+    # Held-out spam below held-out ham (a model worse than chance): the unconstrained
+    # fit has a negative slope, which would turn every verdict around.
+    rng = np.random.default_rng(11)
+    log_odds = np.r_[rng.normal(3, 1, 200), rng.normal(-3, 1, 100)]
+    is_spam = np.r_[np.zeros(200, bool), np.ones(100, bool)]
+    slope, intercept = fit_platt(log_odds, is_spam)
+    assert slope == 0.0
+    # The flat map at the smoothed base rate, the least loss a map that does not
+    # fall can have here.
+    rate = (100 * 101 / 102 + 200 / 202) / 300
+    assert 1 / (1 + np.exp(-intercept)) == pytest.approx(rate)
+    best = platt_loss(log_odds, is_spam, slope, intercept)
+    for da, db in [(1e-3, 0), (0, 1e-3), (0, -1e-3)]:
+        assert platt_loss(log_odds, is_spam, slope + da, intercept + db) > best
+
+
 def test_platt_needs_both_classes():
     with pytest.raises(ValueError, match="both classes"):
         fit_platt(np.array([1.0, 2.0]), np.array([True, True]))

@@ -921,3 +921,21 @@ def test_a_model_of_another_tokenizer_version_is_told_apart(tmp_path, sample_mai
     for result in (run("info", "-m", model), run("train", "-m", model, "--spam", message)):
         assert result.exit_code == 0, result.output
         assert f"tokenizer {TOKENIZER_VERSION + offset}" in result.stderr and said in result.stderr
+
+
+def test_a_flat_spam_score_is_warned_of(tmp_path, sample_maildir, monkeypatch):
+    import spamnb.filter
+
+    fit_platt = spamnb.filter.fit_platt
+    # Held-out scores turned around, as a model worse than chance would give them.
+    monkeypatch.setattr(
+        spamnb.filter, "fit_platt", lambda scores, is_spam: fit_platt(-scores, is_spam)
+    )
+    result = train_sample(tmp_path / "m.joblib", sample_maildir, "--new", "--json")
+    assert result.exit_code == 0, result.output
+    warned = [line for line in result.stderr.splitlines() if "fitted flat" in line]
+    assert len(warned) == 1
+    assert "held-out spam scored no higher than held-out ham" in warned[0]
+    from spamnb.store import load
+
+    assert load(tmp_path / "m.joblib").calibration.slope == 0
