@@ -627,14 +627,24 @@ def forget_streaming(
 
 
 def without_copies(
-    items: list[MailItem], labels: list[str]
+    items: list[MailItem], labels: list[str], command: str
 ) -> tuple[list[MailItem], list[str], dict[str, int]]:
-    """The messages once each (see evaluation.first_copies), and what was left out."""
+    """The messages once each (see evaluation.first_copies), and what was left out;
+    fails if that leaves one class of the two or more given, naming the copies as the
+    cause (the error ``command`` would give next would not)."""
     from .evaluation import first_copies
     from .mail import message_digest
 
-    kept, copies = first_copies([message_digest(item.data) for item in items], labels)
-    return [items[i] for i in kept], [labels[i] for i in kept], copies
+    kept, kept_labels, copies = first_copies([message_digest(item.data) for item in items], labels)
+    remaining = set(kept_labels)
+    if len(remaining) < 2 <= len(set(labels)):
+        lost = [label for label in dict.fromkeys(labels) if label not in remaining]
+        raise fail(
+            f"cannot {command}: every {lost[0]!r} message is also filed under another label "
+            f"and is used under the one read last, which leaves only the class "
+            f"{kept_labels[0]!r}"
+        )
+    return [items[i] for i in kept], kept_labels, copies
 
 
 def iter_labelled(
@@ -1717,7 +1727,7 @@ def evaluate(
     items, labels = read_labelled(pairs, mail_format, recursive)
     copies = {"copies": 0, "relabelled": 0}
     if spam_filter is None and not online:
-        items, labels, copies = without_copies(items, labels)
+        items, labels, copies = without_copies(items, labels, "evaluate")
     try:
         report, scored, trained, token_lists = run_evaluation(
             items,
@@ -1755,9 +1765,10 @@ def evaluate(
                 from .evaluation import first_copies
                 from .mail import message_digest
 
-                kept, _ = first_copies([message_digest(item.data) for item in items], labels)
+                kept, curve_labels, _ = first_copies(
+                    [message_digest(item.data) for item in items], labels
+                )
                 curve_lists = [token_lists[i] for i in kept]
-                curve_labels = [labels[i] for i in kept]
             try:
                 report["learning_curve"] = learning_curve_rows(
                     curve_lists, curve_labels, trained, test_size, seed
@@ -2340,7 +2351,7 @@ def tune(
     if not spam or not ham:
         raise fail("tune needs both kinds of mail: --spam PATH... and --ham PATH...")
     items, labels = read_labelled(labelled_sources(spam, ham, ()), mail_format, recursive)
-    items, labels, copies = without_copies(items, labels)
+    items, labels, copies = without_copies(items, labels, "tune")
     try:
         grid = make_grid(event_models, alphas, max_features)
     except ValueError as exc:

@@ -395,25 +395,32 @@ def report_warnings(
     return data_warnings(Counter(labels), tokens, intervals=intervals)
 
 
-def first_copies(digests: Sequence[str], labels: Sequence[str]) -> tuple[list[int], dict[str, int]]:
+def first_copies(
+    digests: Sequence[str], labels: Sequence[str]
+) -> tuple[list[int], list[str], dict[str, int]]:
     """The positions of the messages to use, the first copy of each (by digest: the
-    Message-ID and body train knows mail by), and ``copies``: how many were left out,
-    and ``relabelled``: how many of those had another label than the copy kept.
+    Message-ID and body train knows mail by); the label each is used under; and
+    ``copies``: how many were left out, and ``relabelled``: how many messages came
+    under more than one label.
 
     A split or cross-validation must not test a message on a model that trained on
-    its copy: Enron1's folders hold 178 such copies among 5,172 files.
+    its copy: Enron1's folders hold 178 such copies among 5,172 files.  A message
+    under two labels is used under the one read last, as ``train`` counts it, so that
+    evaluate and tune measure the model train would build from the same folders.
     """
-    first: dict[str, str] = {}
-    kept: list[int] = []
-    copies = {"copies": 0, "relabelled": 0}
+    first: dict[str, int] = {}
+    last_label: dict[str, str] = {}
+    labels_seen: dict[str, set[str]] = {}
     for position, (digest, label) in enumerate(zip(digests, labels, strict=True)):
-        if digest in first:
-            copies["copies"] += 1
-            copies["relabelled"] += first[digest] != label
-            continue
-        first[digest] = label
-        kept.append(position)
-    return kept, copies
+        first.setdefault(digest, position)
+        last_label[digest] = label
+        labels_seen.setdefault(digest, set()).add(label)
+    kept = list(first.values())
+    copies = {
+        "copies": len(digests) - len(kept),
+        "relabelled": sum(len(seen) > 1 for seen in labels_seen.values()),
+    }
+    return kept, [last_label[digests[i]] for i in kept], copies
 
 
 def copies_warning(copies: Mapping[str, int]) -> dict[str, str] | None:
@@ -421,11 +428,16 @@ def copies_warning(copies: Mapping[str, int]) -> dict[str, str] | None:
     if not copies["copies"]:
         return None
     relabelled = copies["relabelled"]
-    also = f", {relabelled:,} of them under another label than the first" if relabelled else ""
+    also = (
+        f"; {relabelled:,} came under more than one label and were used under the one read "
+        "last, as train counts them"
+        if relabelled
+        else ""
+    )
     return {
         "kind": "copies",
         "message": f"{copies['copies']:,} messages were copies of others (the same Message-ID "
-        f"and body){also}; each message was used once, as its first copy",
+        f"and body), and each message was used once{also}",
     }
 
 

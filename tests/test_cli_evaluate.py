@@ -139,6 +139,19 @@ def test_errors(tmp_path, sample_maildir):
     )
 
 
+@pytest.mark.parametrize("command", [("evaluate", "--folds", "3"), ("tune",)])
+def test_copies_that_leave_one_class_are_named_as_the_cause(tmp_path, sample_maildir, command):
+    import shutil
+
+    ham = tmp_path / "ham"
+    shutil.copytree(sample_maildir / "spam" / "cur", ham)
+    assert_one_line_error(
+        run(*command, "--spam", sample_maildir / "spam" / "cur", "--ham", ham),
+        f"cannot {command[0]}: every 'spam' message is also filed under another label",
+        "leaves only the class 'ham'",
+    )
+
+
 def test_copies_are_used_once_so_none_is_tested_on_its_own_training(tmp_path, sample_maildir):
     import shutil
 
@@ -150,13 +163,22 @@ def test_copies_are_used_once_so_none_is_tested_on_its_own_training(tmp_path, sa
     for i, original in enumerate(originals):
         shutil.copy(original, spam / f"copy{i}")
     shutil.copy(sorted(ham.iterdir())[0], spam / "relabelled")
-    # 28 spam and 28 ham, each once (the relabelled copy, read first, counts as spam).
+    # 28 spam and 28 ham, each once: the ham filed as spam too counts as ham, the label
+    # read last (ham is read after spam), as train counts it.
     for protocol, tested in ((["--folds", "3"], 56), (["--test-size", "0.5"], 28)):
         report = run_json("evaluate", "--spam", spam, "--ham", ham, *protocol)
         assert report["copies"] == {"copies": 4, "relabelled": 1}
         assert report["n"] == tested
+        supports = {label: row["support"] for label, row in report["per_class"].items()}
+        assert supports == {"spam": tested // 2, "ham": tested // 2}
         warning = [w for w in report["warnings"] if w["kind"] == "copies"]
         assert warning and "4 messages were copies" in warning[0]["message"]
+    # train, given the same folders, counts it under the same label.
+    from spamnb.store import load
+
+    both = tmp_path / "both.joblib"
+    assert run("train", "-m", both, "--spam", spam, "--ham", ham).exit_code == 0
+    assert load(both).label_of((spam / "relabelled").read_bytes()) == "ham"
     # A model scores all it is given, copies too.
     model = tmp_path / "m.joblib"
     run("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
