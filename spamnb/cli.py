@@ -2457,7 +2457,12 @@ def top_odds(
     negative: str,
     as_json: bool,
 ) -> None:
-    """Show the tokens with the highest odds ratios P(w|spam)/P(w|ham), and the reverse."""
+    """Show the tokens with the highest odds ratios P(w|spam)/P(w|ham), and the reverse.
+
+    Beside each ratio, the factor the token multiplies a message's odds by when it is
+    scored (with the mistake table's share, as classify --explain weighs it), and how
+    often the token was seen per class.
+    """
     if positive == negative:
         raise fail(f"--positive and --negative are both {positive!r}; give two classes")
     spam_filter, _ = load_filter(model_path)

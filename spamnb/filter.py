@@ -16,7 +16,7 @@ import scipy.sparse as sp
 
 from . import HAM, SPAM, __version__
 from .calibration import LENGTH_EXPONENT, Calibration, choose_cutoffs, fit_platt, normalised
-from .counts import Vocabulary, count_matrix, presence
+from .counts import Vocabulary, count_matrix, presence, token_crcs
 from .mail import message_digest, message_digests
 from .mistakes import MistakeTable, class_rows, content_keys, content_order
 from .model import NaiveBayes
@@ -668,16 +668,26 @@ class SpamFilter:
     ) -> tuple[list[dict], list[dict]]:
         """The ``n`` tokens with the highest P(w|positive)/P(w|negative), and the reverse.
 
+        Each row has the token, the log of its ratio from the Naive Bayes's counts, the
+        ``weight`` it adds to a message's log-odds for the table's class when scored
+        (the mistake table's share included, as ``classify --explain`` shows it), and
+        the counts per class.  On the default boolean model the two differ: the table
+        learnt from the mail the counts alone got wrong, and a token's weight can even
+        point the other way.
+
         Tokens seen fewer than ``min_count`` times in the two classes are left out: a
         word seen once has an odds ratio set mostly by the smoothing, not by the mail
         (and in a model of more classes, one seen only in the others has none at all).
-        Equal ratios are listed in the vocabulary's order.
+        Equal ratios are listed by the CRC-32 of their text, as ``--max-features``
+        breaks ties, so that two models of the same counts list the same tokens
+        whatever order their mail was read in.
         """
         for label in (positive, negative):
             if label not in self.classes:
                 has = ", ".join(self.classes)
                 raise ValueError(f"the model has no class {label!r} (it has {has})")
         ratios = self.model.log_odds_ratios(positive, negative)
+        weights = self.token_weights(positive, negative)
         # The counts the ratios come from: messages containing the token for models
         # that count a token once per message, occurrences otherwise.
         counts = self.model.doc_counts if self.model.by_presence else self.model.token_counts
@@ -685,13 +695,15 @@ class SpamFilter:
         seen_enough = counts[compared].sum(axis=0) >= min_count
         # Tokens the model ignores (below its own min_count) are no evidence at all.
         eligible = np.flatnonzero(seen_enough & self.model.active_features())
+        tokens = self.vocabulary.tokens
 
         def rows(columns: np.ndarray, sign: float) -> list[dict]:
             # Each table reports the log of its own ratio, so both read "higher = stronger".
             return [
                 {
-                    "token": self.vocabulary.tokens[c],
+                    "token": tokens[c],
                     "log_odds_ratio": float(sign * ratios[c]),
+                    "weight": float(sign * weights[c]),
                     "counts": {label: int(counts[i, c]) for i, label in enumerate(self.classes)},
                 }
                 for c in columns
@@ -701,7 +713,17 @@ class SpamFilter:
         # it would be the other class's tokens at ratios below one.
         def strongest(signed: np.ndarray) -> np.ndarray:
             order = eligible[np.argsort(-signed[eligible], kind="stable")]
-            return order[signed[order] > 0][:n]
+            order = order[signed[order] > 0]
+            if len(order) > n:
+                # Every token tied with the last one shown is a candidate for its place.
+                order = order[signed[order] >= signed[order[n - 1]]]
+            shown = order
+            names = [tokens[c] for c in shown]
+            crcs = token_crcs(names)
+            by_rank = sorted(
+                range(len(shown)), key=lambda i: (-signed[shown[i]], crcs[i], names[i])
+            )
+            return shown[np.asarray(by_rank[:n], dtype=np.intp)]
 
         towards_positive = strongest(ratios)
         towards_negative = strongest(-ratios)

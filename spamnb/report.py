@@ -674,19 +674,22 @@ def top_odds_tables(
         (negative, positive, towards_negative),
     ):
         table = _table(
-            f"Tokens that point to {first}: odds ratio P(w|{first})/P(w|{second}), "
-            "and how often each token was seen per class",
+            f"Tokens that point to {first}: odds ratio P(w|{first})/P(w|{second}) from the "
+            "counts, the factor each multiplies a message's odds by when scored (the mistake "
+            "table's share included), and how often each token was seen per class",
             "token",
             "odds ratio",
+            "as scored",
             first,
             second,
-            right=("odds ratio", first, second),
+            right=("odds ratio", "as scored", first, second),
         )
         for row in rows:
             _add_row(
                 table,
                 row["token"],
                 _odds(row["log_odds_ratio"]),
+                _odds(row["weight"]),
                 f"{row['counts'][first]:,}",
                 f"{row['counts'][second]:,}",
             )
@@ -695,7 +698,10 @@ def top_odds_tables(
 
 
 def _odds(log_ratio: float) -> str:
-    if log_ratio > 700:  # beyond what a float holds; only unsmoothed models get here
+    if abs(log_ratio) > 700:  # beyond what a float holds; only unsmoothed models get here
         return f"e^{log_ratio:.0f}"
     ratio = math.exp(log_ratio)
+    if ratio < 0.1:
+        # A weight that points the other way than the counts' ratio (see top_odds).
+        return f"{ratio:.2g}"
     return f"{ratio:,.1f}" if ratio < 1e6 else f"{ratio:.2e}"

@@ -141,7 +141,9 @@ def test_min_count_counts_the_two_classes_compared(tmp_path):
     assert all(row["counts"]["spam"] + row["counts"]["ham"] >= 1 for row in shown)
 
 
-def test_equal_ratios_are_listed_in_the_vocabularys_order_in_both_tables(tmp_path):
+def test_equal_ratios_are_listed_by_their_crc_in_both_tables(tmp_path):
+    from spamnb.counts import token_crcs
+
     model = model_of_two(
         tmp_path,
         b"Subject: s\n\nalpha bravo charlie\n",
@@ -149,10 +151,51 @@ def test_equal_ratios_are_listed_in_the_vocabularys_order_in_both_tables(tmp_pat
         "--no-word-pairs",
     )
     odds = run_json("top-odds", "-m", model, "-n", "100", "--min-count", "1")
-    order = load(model).vocabulary.index
     for table, words in (
         ("towards_positive", "alpha bravo charlie"),
         ("towards_negative", "delta echo foxtrot"),
     ):
         listed = [row["token"] for row in odds[table] if row["token"] in words.split()]
-        assert listed == sorted(listed, key=order.__getitem__) and len(listed) == 3
+        crcs = dict(zip(listed, token_crcs(listed).tolist(), strict=True))
+        assert listed == sorted(listed, key=lambda token: (crcs[token], token))
+        assert len(listed) == 3
+
+
+def test_the_tokens_listed_do_not_depend_on_the_order_mail_was_read(tmp_path):
+    # Two spam folders whose words tie (each seen once, in spam alone): read in either
+    # order, the vocabularies differ, and -n 1 cuts through the tie.
+    folders = {}
+    for name, text in (("a", b"alpha"), ("b", b"bravo"), ("ham", b"delta")):
+        folders[name] = tmp_path / name
+        folders[name].mkdir()
+        (folders[name] / "1").write_bytes(b"Subject: same\n\n" + text + b"\n")
+    tables, vocabularies = [], []
+    for order in (("a", "b"), ("b", "a")):
+        model = tmp_path / f"{order[0]}.joblib"
+        spam = [folders[name] for name in order]
+        assert (
+            run("train", "--new", "-m", model, "--spam", *spam, "--ham", folders["ham"]).exit_code
+            == 0
+        )
+        vocabularies.append(load(model).vocabulary.tokens)
+        odds = run_json("top-odds", "-m", model, "-n", "1", "--min-count", "1")
+        tables.append(odds["towards_positive"])
+    assert vocabularies[0] != vocabularies[1]
+    assert tables[0] == tables[1]
+    assert tables[0][0]["token"] in ("alpha", "bravo")
+
+
+def test_each_tokens_weight_is_what_it_adds_when_scored(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    train_sample(model, sample_maildir)
+    spam_filter = load(model)
+    assert spam_filter.mistake_weight() > 0
+    odds = run_json("top-odds", "-m", model, "-n", "5", "--min-count", "2")
+    for table, sign in (("towards_positive", 1), ("towards_negative", -1)):
+        for row in odds[table]:
+            # A message of the token alone, against a message of nothing the model knows.
+            _, log_odds, _ = spam_filter.score_tokens([[row["token"]], ["never-seen-token"]])
+            with_it, without = log_odds
+            assert sign * (with_it - without) == pytest.approx(row["weight"], abs=1e-9)
+            # The mistake table's share moves it off the counts' own ratio.
+            assert row["weight"] != pytest.approx(row["log_odds_ratio"], abs=1e-3)
