@@ -499,15 +499,58 @@ def _url_tokens(host: str, path: str) -> tuple[str, ...]:
     )
 
 
+def _written_links(text: str) -> list[tuple[str, str]]:
+    """_URL_RE.findall(text), the pattern tried only where a match can start.
+
+    A link's scheme ("http", "https", "ftp") ends where a "://" starts, so a match
+    starts 3 to 5 characters before one, and str.find skips to them.  findall tried
+    the pattern at every "h" and "f" of the text: 0.027 s of the tokenizer's 1.33 s
+    on the SpamAssassin training part, 0.015 s this way (most of it the matches).
+    """
+    found = []
+    match = _URL_RE.match
+    pos = 0
+    colon = text.find("://")
+    while colon >= 0:
+        # The leftmost start first, as findall tries them; matches do not overlap.
+        for start in (colon - 5, colon - 4, colon - 3):
+            if start >= pos and (m := match(text, start)) is not None:
+                found.append(m.groups())
+                pos = m.end()
+                break
+        colon = text.find("://", max(colon + 1, pos))
+    return found
+
+
+def _written_www_hosts(text: str) -> list[str]:
+    """_WWW_RE.findall(text), the pattern tried only at the "www." that str.find finds
+    in the text lower-cased (w matches only w and W): 0.023 s -> 0.012 s, as above."""
+    lowered = text.lower()
+    if len(lowered) != len(text):
+        # A letter lower-cased to two ("İ"): the positions no longer agree.
+        return _WWW_RE.findall(text)
+    found = []
+    match = _WWW_RE.match
+    find = lowered.find
+    start = find("www.")
+    while start >= 0:
+        if (m := match(text, start)) is not None:
+            found.append(m[1])
+            start = find("www.", m.end())
+        else:
+            start = find("www.", start + 1)
+    return found
+
+
 def _plain_urls(text: str, folded: str, tokens: list[str]) -> None:
     """Tokens of the links written out in text (``folded`` as for _money_re)."""
     # Every URL has "://", every www link "www." (w matches only w and W under
     # IGNORECASE): texts without them need no scan.
     if "://" in text:
-        for host, path in _URL_RE.findall(text):
+        for host, path in _written_links(text):
             tokens += _url_tokens(host, path)
     if "www." in folded:
-        for host in _WWW_RE.findall(text):
+        for host in _written_www_hosts(text):
             tokens += _url_tokens("www." + host, "")
 
 
