@@ -1419,6 +1419,28 @@ _BOUNDARY_DEFECTS = (
 )
 
 
+def _content_charset(part: email.message.Message) -> str | None:
+    """part.get_content_charset(), worked out once for each Content-Type value.
+
+    It depends on nothing else (the value, or that there is none), and most parts
+    name one of a few charsets the same way (176 values in the 4,560 parts of the
+    SpamAssassin training part), where each call looked the field up twice
+    (lower-casing every field's name) and parsed its parameters: 0.034 s of the
+    tokenizer's 1.33 s there, 0.019 s this way (most of it the one look-up).
+    """
+    value = part.get("content-type")
+    return None if value is None else _charset_parameter(str(value))
+
+
+@_cached_when_short
+def _charset_parameter(content_type: str) -> str | None:
+    # str() of a fetched value has no surrogates (a Header replaced them), so this
+    # part's field reads back as content_type itself.
+    part = _Message()
+    part.set_raw("Content-Type", content_type)
+    return part.get_content_charset()
+
+
 def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> list[str]:
     tokens: list[str] = []
     append = tokens.append
@@ -1442,7 +1464,7 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
             append("encoding:" + cte[:20])
         if part is not msg:
             append("part:" + ctype)
-        charset = part.get_content_charset()
+        charset = _content_charset(part)
         if charset:
             append("charset:" + charset[:30])
         if filename:
