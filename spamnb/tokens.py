@@ -1211,27 +1211,39 @@ def _address_tokens(field: str, text: str, tokens: list[str]) -> None:
 
 def _received_tokens(text: str, tokens: list[str]) -> None:
     """Hosts and IP prefixes of one Received line: where the mail really came from."""
-    text = text.casefold()
-    if text.isascii():
+    # Addresses and hosts have dots and no blanks, so only the dotted words need
+    # scanning.  (20% faster: a received line is mostly dates, ids and words.)  No
+    # match spans a blank, and a word's ends are boundaries (\b) as the blanks
+    # around it were, so each word is read alone: the same few relays and addresses
+    # make nine in ten of them (9,897 distinct words of 82,242 in the SpamAssassin
+    # training part), and their tokens are cached (0.091 s -> 0.063 s a pass).
+    hosts: list[str] = []
+    for word in text.casefold().split():
+        if "." in word:
+            word_addresses, word_hosts = _dotted_word_tokens(word)
+            tokens += word_addresses
+            hosts += word_hosts
+    tokens += hosts
+
+
+@_cached_when_short
+def _dotted_word_tokens(word: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The IP prefix tokens and the host tokens of a case-folded word with a dot."""
+    if word.isascii():
         ipv4, hosts = _IPV4_ASCII_RE, _FOLDED_HOST_ASCII_RE
     else:
         ipv4, hosts = _IPV4_RE, _HOST_RE
-    # Addresses and hosts have dots and no blanks, so only the dotted words need
-    # scanning; joined by spaces they keep the boundaries (\b) the line gave them.
-    # (20% faster: a received line is mostly dates, ids and words.)
-    words = [word for word in text.split() if "." in word]
-    text = " ".join(words)
-    for a, b, c, _d in ipv4.findall(text):
+    addresses: list[str] = []
+    for a, b, c, _d in ipv4.findall(word):
         # Prefixes, because spam hops between addresses in the same provider's block.
-        tokens += (f"received:{a}", f"received:{a}.{b}", f"received:{a}.{b}.{c}")
+        addresses += (f"received:{a}", f"received:{a}.{b}", f"received:{a}.{b}.{c}")
     # (A host ends in letters, so it is never an IPv4 address, which version 2
     # tested for each.)
-    if len(text) <= _SHORT_TEXT or max(map(len, words)) <= _SHORT_WORD:
-        found = hosts.findall(text)
-    else:
-        found = _hosts(hosts, text)
+    found = hosts.findall(word) if len(word) <= _SHORT_WORD else _hosts(hosts, word)
+    names: list[str] = []
     for host in found:
-        tokens += _received_host_tokens(host)
+        names += _received_host_tokens(host)
+    return tuple(addresses), tuple(names)
 
 
 def _hosts(pattern: re.Pattern[str], text: str) -> list[str]:
