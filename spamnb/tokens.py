@@ -1543,6 +1543,15 @@ _HEADER_FIELDS_RE = _pattern(
     r"([^\r\n]*(?:\r\n|\r|\n|\Z)(?:[\t ][^\r\n]*(?:\r\n|\r|\n|\Z))*)"
     r"|((?s:.+))"
 )
+# The same for mail without a "\r", where lines end only at "\n": there "." is
+# [^\r\n], and the regex engine tests a character against it in one step instead of
+# a set's several (0.076 s -> 0.053 s a pass on the SpamAssassin training part, of
+# which 6 messages in 4,232 have a "\r").
+_LF_HEADER_FIELDS_RE = _pattern(
+    r"([\x21-\x39\x3b-\x7e]+):[ \t]*"
+    r"(.*(?:\n|\Z)(?:[\t ].*(?:\n|\Z))*)"
+    r"|((?s:.+))"
+)
 _LINE_END_RE = _pattern(r"\r\n|\r|\n")
 # feedparser's test for a header line (email.feedparser.headerRE).
 _HEADER_LINE_RE = _pattern(r"From |[\x21-\x39\x3b-\x7e]*:|[\t ]")
@@ -1658,7 +1667,8 @@ def _parse(data: bytes) -> email.message.Message:
     """
     text = data.decode("ascii", "surrogateescape")
     try:
-        return _parse_entity(text, 0, len(text), 0)
+        fields_re = _HEADER_FIELDS_RE if "\r" in text else _LF_HEADER_FIELDS_RE
+        return _parse_entity(text, 0, len(text), 0, fields_re)
     except Exception:  # noqa: BLE001 - _NotPlain, or whatever feedparser may decide
         pass
     # feedparser makes its own copy, so this one (two bytes a byte of 8-bit mail) goes.
@@ -1670,8 +1680,11 @@ def _parse(data: bytes) -> email.message.Message:
     return email.message_from_bytes(data, _class=_Message)
 
 
-def _parse_entity(text: str, start: int, end: int, depth: int) -> email.message.Message:
-    """The message (depth 0) or part in text[start:end], as feedparser reads it."""
+def _parse_entity(
+    text: str, start: int, end: int, depth: int, fields_re: re.Pattern[str]
+) -> email.message.Message:
+    """The message (depth 0) or part in text[start:end], as feedparser reads it;
+    ``fields_re`` is _HEADER_FIELDS_RE, or _LF_HEADER_FIELDS_RE if text has no "\\r"."""
     pos = start
     msg = _Message()
     if text.startswith("From ", start, end):
@@ -1679,7 +1692,7 @@ def _parse_entity(text: str, start: int, end: int, depth: int) -> email.message.
         line_end = _LINE_END_RE.search(text, start, end)
         msg.set_unixfrom(text[start : line_end.start()] if line_end else text[start:end])
         pos = line_end.end() if line_end else end
-    fields = _HEADER_FIELDS_RE.findall(text, pos, end)
+    fields = fields_re.findall(text, pos, end)
     rest = fields.pop()[2] if fields and not fields[-1][0] else ""
     body_start = end - len(rest)
     # The rest is a copy of the part's body: kept while its parts are read, one at
@@ -1699,7 +1712,7 @@ def _parse_entity(text: str, start: int, end: int, depth: int) -> email.message.
         msg.set_raw(name, value.rstrip("\r\n"))
     maintype = msg.get_content_maintype()
     if maintype == "multipart" and depth < _MAX_MIME_DEPTH:
-        _parse_multipart(text, msg, body_start, end, depth)
+        _parse_multipart(text, msg, body_start, end, depth, fields_re)
     elif maintype == "message":
         raise _NotPlain
     elif not depth:
@@ -1716,7 +1729,14 @@ def _without_line_end(text: str) -> str:
     )
 
 
-def _parse_multipart(text: str, msg: email.message.Message, pos: int, end: int, depth: int) -> None:
+def _parse_multipart(
+    text: str,
+    msg: email.message.Message,
+    pos: int,
+    end: int,
+    depth: int,
+    fields_re: re.Pattern[str],
+) -> None:
     """The parts of a multipart whose body is text[pos:end], as feedparser reads them.
 
     text[pos:end] holds no boundary line of an enclosing multipart: feedparser ends
@@ -1746,7 +1766,7 @@ def _parse_multipart(text: str, msg: email.message.Message, pos: int, end: int, 
         if part_start >= end or (line is not None and line[0] == part_start):
             # Nothing or another boundary line after a boundary line.
             raise _NotPlain
-        part = _parse_entity(text, part_start, line[0] if line else end, depth + 1)
+        part = _parse_entity(text, part_start, line[0] if line else end, depth + 1, fields_re)
         msg.attach(part)
         if part.is_multipart() and part.epilogue is not None:
             part.epilogue = _without_line_end(part.epilogue) if part.epilogue else None
