@@ -241,21 +241,9 @@ def test_scores_that_mislead_are_warned_of(tmp_path, sample_maildir):
 def test_a_spam_score_is_never_fitted_to_fall(sample_maildir):
     # One token and a huge k: each fold model ranks its held-out spam below its ham
     # (ROC AUC 0.43), and a falling map turned the spam score against the verdicts.
-    report = run_json(
-        "evaluate",
-        "--spam",
-        sample_maildir / "spam",
-        "--ham",
-        sample_maildir / "ham",
-        "--folds",
-        "5",
-        "--event-model",
-        "bernoulli",
-        "--alpha",
-        "1e6",
-        "--max-features",
-        "1",
-    )
+    mail = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    options = ("--event-model", "bernoulli", "--alpha", "1e6", "--max-features", "1")
+    report = run_json("evaluate", *mail, "--folds", "5", *options)
     slopes = [fold["slope"] for fold in report["spam_score"]["folds"]]
     assert slopes == [0.0] * 5
     flat = [w["message"] for w in report["warnings"] if w["kind"] == "flat-score"]
