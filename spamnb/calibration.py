@@ -227,6 +227,14 @@ def choose_cutoffs(
     ham, spam = np.sort(s[~y]), np.sort(s[y])
     if len(ham) == 0 or len(spam) == 0:
         raise ValueError("cut-offs need held-out messages of both classes")
+    if s.min() == s.max():
+        # A flat map (see fit_platt): the score tells nothing, and the band is put
+        # around it, so that every message is Unsure; the bounds below would have
+        # called every one Ham where ham is the larger class, spam included.
+        flat = float(s[0])
+        ham_cutoff = float(np.nextafter(flat, -np.inf))
+        spam_cutoff = float(np.nextafter(flat, np.inf))
+        return min(max(ham_cutoff, 0.001), 0.5), min(max(spam_cutoff, 0.5), 0.99)
     allowed_fp = int(np.floor(max_false_positive_rate * len(ham)))
     # Above the (allowed_fp + 1)-th highest ham score only allowed_fp hams remain.
     spam_cutoff = float(np.nextafter(ham[-(allowed_fp + 1)], np.inf))

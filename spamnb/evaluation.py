@@ -428,9 +428,10 @@ def copies_warning(copies: Mapping[str, int]) -> dict[str, str] | None:
     if not copies["copies"]:
         return None
     relabelled = copies["relabelled"]
+    were, them = ("was", "it") if relabelled == 1 else ("were", "them")
     also = (
-        f"; {relabelled:,} came under more than one label and were used under the one read "
-        "last, as train counts them"
+        f"; {relabelled:,} came under more than one label and {were} used under the one "
+        f"read last, as train counts {them}"
         if relabelled
         else ""
     )

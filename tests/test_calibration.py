@@ -210,6 +210,21 @@ def test_a_few_held_out_ham_keep_the_spam_bound():
     assert ham_cutoff < 0.3  # below the lowest spam: at most 1% of it called ham
 
 
+@pytest.mark.parametrize("n_ham, n_spam", [(150, 50), (50, 150), (30, 30)])
+def test_a_flat_score_leaves_every_message_unsure(n_ham, n_spam):
+    # Held-out spam below held-out ham: fit_platt's flat map gives every message the
+    # base rate, which the bounds alone had called Ham, spam too, where ham is more.
+    rng = np.random.default_rng(2)
+    log_odds = np.r_[rng.normal(3, 1, n_ham), rng.normal(-3, 1, n_spam)]
+    is_spam = np.r_[np.zeros(n_ham, bool), np.ones(n_spam, bool)]
+    slope, intercept = fit_platt(log_odds, is_spam)
+    fitted = Calibration(slope, intercept)
+    scores = fitted.score(log_odds)
+    ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam)
+    verdicts = Calibration(slope, intercept, ham_cutoff, spam_cutoff).verdicts(scores)
+    assert set(verdicts) == {"unsure"}
+
+
 def test_batch_verdicts_meet_the_cutoffs_as_the_pipe_does():
     # At or above the spam cut-off is spam, at or below the ham cut-off ham (pipe.py's
     # verdict_and_score); no score is no verdict, where the pipe passes mail unmarked.
