@@ -506,6 +506,7 @@ def tuning_warnings(result: TuneResult, tuned_labels: Sequence[str]) -> list[dic
 
     from .caveats import MIN_CLASS_MESSAGES
     from .evaluation import baseline_warning
+    from .scores import majority_baseline
 
     warnings = []
     counts = Counter(tuned_labels)
@@ -520,10 +521,11 @@ def tuning_warnings(result: TuneResult, tuned_labels: Sequence[str]) -> list[dic
                 "equal within the folds' noise",
             }
         )
-    commonest, most = counts.most_common(1)[0]
+    # Ties between classes go as evaluate's baseline breaks them (the first by name).
+    commonest, baseline_accuracy = majority_baseline(tuned_labels, tuned_labels)
     accuracy = result.rows[result.chosen]["accuracy"]
     if warning := baseline_warning(
-        accuracy, commonest, most / len(tuned_labels), of="the chosen setting's accuracy"
+        accuracy, commonest, baseline_accuracy, of="the chosen setting's accuracy"
     ):
         warnings.append(warning)
     if result.uncalibrated_folds:

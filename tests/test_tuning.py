@@ -308,3 +308,20 @@ def test_a_target_rate_allows_exactly_floor_rate_times_ham():
     # Rates given as numpy floats work the same.
     (row,) = fp_rate_cutoffs(scores, is_spam, np.array([0.009]))
     assert row["ham_above"] == 27
+
+
+def test_the_baseline_warning_breaks_ties_as_evaluate_does():
+    from spamnb.tuning import TuneResult, tuning_warnings
+
+    labels = ["spam", "ham"] * 30
+    result = TuneResult(
+        settings=[],
+        rows=[{"accuracy": 0.5}],
+        chosen=0,
+        cutoffs=[],
+        tuned_on=np.arange(60),
+        test_indices=np.arange(0),
+    )
+    (warning,) = [w for w in tuning_warnings(result, labels) if w["kind"] == "baseline"]
+    # Even classes: the first by name, as majority_baseline (and so evaluate) names it.
+    assert "always saying 'ham' (50.00%)" in warning["message"]
