@@ -717,13 +717,12 @@ class SpamFilter:
             if len(order) > n:
                 # Every token tied with the last one shown is a candidate for its place.
                 order = order[signed[order] >= signed[order[n - 1]]]
-            shown = order
-            names = [tokens[c] for c in shown]
+            names = [tokens[c] for c in order]
             crcs = token_crcs(names)
             by_rank = sorted(
-                range(len(shown)), key=lambda i: (-signed[shown[i]], crcs[i], names[i])
+                range(len(order)), key=lambda i: (-signed[order[i]], crcs[i], names[i])
             )
-            return shown[np.asarray(by_rank[:n], dtype=np.intp)]
+            return order[np.asarray(by_rank[:n], dtype=np.intp)]
 
         towards_positive = strongest(ratios)
         towards_negative = strongest(-ratios)
