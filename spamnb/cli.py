@@ -1685,7 +1685,7 @@ def evaluate(
             "training run of one class, which never starts the mistake table); leave out "
             "--mistake-weight"
         )
-    option_sets = parse_option_sets(compare_text) if compare_text else None
+    option_sets = parse_option_sets(compare_text, scoring) if compare_text else None
     if option_sets and (model_path is not None or online):
         raise fail(
             "--compare trains its own models on folds or a split; use --folds or --test-size"
@@ -1783,6 +1783,7 @@ def evaluate(
     from .evaluation import (
         copies_warning,
         in_model_warning,
+        order_warning,
         report_warnings,
         score_warnings,
         top_odds_section,
@@ -1799,6 +1800,8 @@ def evaluate(
     if warning := copies_warning(copies):
         report["warnings"].append(warning)
     if warning := in_model_warning(report["protocol"].get("in_model", 0), len(items)):
+        report["warnings"].append(warning)
+    if online and (warning := order_warning(scored.labels, report["protocol"]["order"])):
         report["warnings"].append(warning)
     report["warnings"] += score_warnings(report, rescored=rescored)
     if curve_problem:
@@ -2128,11 +2131,12 @@ SET_KEYS = {
 }
 
 
-def parse_option_sets(text: str) -> list[Any]:
+def parse_option_sets(text: str, scoring: Mapping[str, Any]) -> list[Any]:
     """`--compare` sets: comma-separated; each is words such as `boolean`, `k=0.1`,
     `min-count=2`, `max-features=50000`, `select=df`, `mistakes=0`, `pairs` or
-    `no-pairs`."""
+    `no-pairs`, over the options ``scoring`` given outside them."""
     from .evaluation import OptionSet
+    from .filter import SpamFilter
 
     sets = []
     for part in text.split(","):
@@ -2144,19 +2148,26 @@ def parse_option_sets(text: str) -> list[Any]:
             key, equals, value = word.partition("=")
             if not equals:
                 if word in EVENT_MODELS:
-                    options["event_model"] = word
+                    name, given = "event_model", word
                 elif word in PAIR_WORDS:
-                    options["word_pairs"] = PAIR_WORDS[word]
+                    name, given = "word_pairs", PAIR_WORDS[word]
                 else:
                     raise fail(
                         f"--compare: unknown option {word!r}; use an event model "
                         f"({', '.join(EVENT_MODELS)}), pairs, no-pairs or KEY=VALUE with "
                         f"KEY one of {', '.join(SET_KEYS)}"
                     )
+                if name in options:
+                    # The last would win silently, and the set's name would promise both.
+                    what = name.replace("_", " ")
+                    raise fail(f"--compare: {part.strip()!r} gives the {what} twice")
+                options[name] = given
                 continue
             if key not in SET_KEYS:
                 raise fail(f"--compare: unknown option {key!r}; use one of {', '.join(SET_KEYS)}")
             name, convert = SET_KEYS[key]
+            if name in options:
+                raise fail(f"--compare: {part.strip()!r} gives {key!r} twice")
             try:
                 converted = convert(value)
             except ValueError:
@@ -2173,11 +2184,23 @@ def parse_option_sets(text: str) -> list[Any]:
                 raise fail(f"--compare: {word!r}: select is one of {', '.join(FEATURE_SELECTIONS)}")
             options[name] = converted
         sets.append(OptionSet(" ".join(words), tuple(options.items())))
-    names = [option_set.name for option_set in sets]
-    if len(set(names)) != len(names):
-        raise fail("--compare: the same option set is given twice")
     if len(sets) < 2:
         raise fail("--compare needs at least two option sets, separated by commas")
+    # By what each set scores with, not by its words: 'k=1' and 'alpha=1', or 'boolean'
+    # and 'boolean k=0.01' where 0.01 is k anyway, would be compared with themselves.
+    named: dict[tuple, str] = {}
+    for option_set in sets:
+        made = SpamFilter()
+        apply_scoring_options(made, scoring)
+        apply_scoring_options(made, option_set.options)
+        settings = made.scored_as()
+        if settings in named:
+            if named[settings] == option_set.name:
+                raise fail("--compare: the same option set is given twice")
+            raise fail(
+                f"--compare: {named[settings]!r} and {option_set.name!r} are the same settings"
+            )
+        named[settings] = option_set.name
     return sets
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -451,6 +452,23 @@ def in_model_warning(in_model: int, n: int) -> dict[str, str] | None:
         "kind": "in-model",
         "message": f"the model was trained on {share} messages evaluated; its scores on "
         "them show what it learnt, not how it does on new mail",
+    }
+
+
+def order_warning(ordered_labels: Sequence[str], order_name: str) -> dict[str, str] | None:
+    """The online report's warning that its order gives each class's mail in one block,
+    which no mailbox does: the filter never meets a class again once it has left it
+    (name order reads an mbox so, its messages being named by the box and their number)."""
+    runs = 1 + sum(a != b for a, b in pairwise(ordered_labels))
+    if runs > len(set(ordered_labels)):
+        return None
+    blocks = list(dict.fromkeys(ordered_labels))
+    return {
+        "kind": "order",
+        "message": f"in {order_name} order each class's mail comes in one block "
+        f"({', then '.join(repr(label) for label in blocks)}), so the online run never "
+        f"meets {blocks[0]!r} again once {blocks[1]!r} begins; give the order the mail "
+        "arrived in (--order date, or an --index)",
     }
 
 

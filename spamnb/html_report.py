@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import HAM, __version__
-from .words import decimals, rest_of_mail
+from .words import decimals, p_value_text, rest_of_mail
 
 __all__ = ["FIGURE_IDS", "ReportDependencyError", "render_html"]
 
@@ -566,7 +566,7 @@ def _compare(report: Mapping[str, Any]) -> str:
                 _esc(pair.get("b", "")),
                 _count(pair.get("a_only")),
                 _count(pair.get("b_only")),
-                _esc(_p_value(pair.get("p_value"))),
+                _esc(_p_value(pair.get("p_value"), pair.get("log10_p_value"))),
             )
             for pair in pairs
         ]
@@ -592,10 +592,12 @@ def _set_error_cell(entry: Mapping[str, Any], key: str, interval: Any) -> str:
     return _count(entry.get(key))
 
 
-def _p_value(value: Any) -> str:
+def _p_value(value: Any, log10_value: Any = None) -> str:
     if not _finite(value):
         return "—"
-    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}"
+    if value < 0.001:
+        return p_value_text(value, log10_value if _finite(log10_value) else None, 2)
+    return f"{value:.3f}"
 
 
 def _per_fold(report: Mapping[str, Any]) -> str:

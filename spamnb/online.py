@@ -299,7 +299,8 @@ def parse_trec_index(text: str) -> list[tuple[str, str]]:
     """(label, path) pairs of a TREC index (``spam ../data/inmail.1`` a line), in order.
 
     Labels are lower-cased; the path is the rest of the line, stripped, so it may hold
-    spaces.  Blank lines are skipped; a line with a label and no path is an error.
+    spaces.  Blank lines are skipped; a line with a label and no path, or a path with
+    a NUL byte, is an error.
     """
     entries = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -308,6 +309,9 @@ def parse_trec_index(text: str) -> list[tuple[str, str]]:
             continue
         if len(fields) < 2:
             raise ValueError(f"line {number} of the index is not 'LABEL PATH': {line.strip()!r}")
+        if "\0" in fields[1]:
+            # No file name can hold one, and os.stat raises ValueError, not OSError.
+            raise ValueError(f"line {number} of the index has a NUL byte in its path")
         entries.append((fields[0].lower(), fields[1].strip()))
     return entries
 

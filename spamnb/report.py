@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import HAM
-from .words import decimals, rest_of_mail
+from .words import decimals, p_value_text, rest_of_mail
 
 __all__ = [
     "cross_validation_report",
@@ -453,7 +453,7 @@ def _compare_tables(compare: dict[str, Any]) -> list[RenderableType]:
             row["b"],
             f"{row['a_only']:,}",
             f"{row['b_only']:,}",
-            f"{row['p_value']:.3g}",
+            p_value_text(row["p_value"], row.get("log10_p_value"), 3),
         )
     return [sets, pairs]
 

@@ -3,11 +3,12 @@ so that the pipe filter and both report writers (terminal and HTML) can share it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from . import SPAM
 
-__all__ = ["class_list", "decimals", "rest_of_mail"]
+__all__ = ["class_list", "decimals", "p_value_text", "rest_of_mail"]
 
 
 def class_list(classes: Sequence[str]) -> str:
@@ -29,3 +30,15 @@ def decimals(value: float, digits: int, ends: tuple[float, float] = (0.0, 1.0)) 
     while digits < 8 and value not in ends and round(value, digits) in ends:
         digits += 1
     return digits
+
+
+def p_value_text(p_value: float, log10_p_value: float | None, digits: int) -> str:
+    """A p-value to ``digits`` significant digits; one too small for a float (0 in
+    ``p_value``) is written from its logarithm, as 3.2e-390, not as 0."""
+    if p_value > 0 or log10_p_value is None or not math.isfinite(log10_p_value):
+        return f"{p_value:.{digits}g}"
+    exponent = math.floor(log10_p_value)
+    mantissa = 10 ** (log10_p_value - exponent)
+    if round(mantissa, digits - 1) >= 10:
+        mantissa, exponent = mantissa / 10, exponent + 1
+    return f"{mantissa:.{digits}g}e{exponent}"

@@ -146,6 +146,27 @@ def test_online_order_by_name_follows_enron_numbers(tmp_path):
     assert order == sorted(names)
 
 
+def test_online_warns_when_the_order_gives_each_class_in_one_block(tmp_path, sample_maildir):
+    # An mbox's messages are named box:N, so name order reads one mbox a class as two
+    # blocks, and the run never meets ham after its first spam (review 8).
+    import mailbox
+
+    boxes = {}
+    for label in ("spam", "ham"):
+        boxes[label] = tmp_path / f"{label}.mbox"
+        box = mailbox.mbox(boxes[label])
+        for path in sorted((sample_maildir / label / "cur").iterdir())[:6]:
+            box.add(path.read_bytes())
+        box.close()
+    blocks = run_json("evaluate", "--online", "--spam", boxes["spam"], "--ham", boxes["ham"])
+    (warning,) = [w for w in blocks["warnings"] if w["kind"] == "order"]
+    assert "'ham', then 'spam'" in warning["message"]
+    assert "--order date" in warning["message"]
+    # The sample's Maildir files interleave by name: no warning.
+    mixed = run_json(*sample_args(sample_maildir), "--online")
+    assert not [w for w in mixed["warnings"] if w["kind"] == "order"]
+
+
 def test_online_with_a_trec_index(tmp_path, sample_maildir):
     data = tmp_path / "data"
     data.mkdir()
@@ -178,6 +199,11 @@ def test_index_errors(tmp_path, sample_maildir):
     bad = tmp_path / "index"
     bad.write_text("spam\n")
     assert_one_line_error(run("evaluate", "--online", "--index", bad), "line 1")
+    # Only an index can give a path a NUL byte, which os.stat refuses with ValueError
+    # (a traceback; review 8).
+    nul = tmp_path / "nul-index"
+    nul.write_bytes(b"ham ok\nspam data/a\x00\n")
+    assert_one_line_error(run("evaluate", "--online", "--index", nul), "line 2", "NUL byte")
     no_online = run("evaluate", "--index", bad)
     assert_one_line_error(no_online, "--online")
     both = run(*sample_args(sample_maildir), "--online", "--folds", "3")
@@ -218,6 +244,12 @@ def test_compare_errors(sample_maildir):
         ("boolean,k=zero", "not a valid k"),
         ("boolean,boolean", "twice"),
         ("boolean,,multinomial", "empty option set"),
+        # The same settings in other words (review 8): k is alpha, and 0.01 the default k.
+        ("k=1,alpha=1", "'k=1' and 'alpha=1' are the same settings"),
+        ("boolean,k=0.01 boolean", "are the same settings"),
+        # A key given twice in a set kept the last without a word.
+        ("k=1 k=2,boolean", "gives 'k' twice"),
+        ("boolean multinomial,k=1", "gives the event model twice"),
     ):
         result = run(*sample_args(sample_maildir), "--compare", text)
         assert_one_line_error(result, fragment)

@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spamnb.significance import mcnemar, rates_with_intervals, wilson_interval
+from spamnb.words import p_value_text
 
 Z95 = 1.959963984540054  # the 0.975 quantile of the standard normal
 
@@ -139,6 +140,40 @@ def test_mcnemar_p_values(b, c):
     swapped = mcnemar(other, a)
     assert (swapped["a_only"], swapped["b_only"]) == (c, b)
     assert swapped["p_value"] == pytest.approx(result["p_value"])
+
+
+def log10_two_sided_by_lgamma(b: int, c: int) -> float:
+    """log10 of the two-sided binomial p-value in floats throughout: a log-sum-exp of
+    the smaller tail's log binomial coefficients, which never underflows."""
+    n, tail = b + c, min(b, c)
+    terms = [
+        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in range(tail + 1)
+    ]
+    top = max(terms)
+    log_tail = top + math.log(sum(math.exp(t - top) for t in terms))
+    return (math.log(2) + log_tail - n * math.log(2)) / math.log(10)
+
+
+@pytest.mark.parametrize("b, c", [(10, 2), (700, 40), (1413, 18), (5000, 3)])
+def test_mcnemar_log10_p_value_past_the_floats(b, c):
+    # 1,413 against 18 (review 8, Enron1 with one token against all) has p near
+    # 10^-389.5: the p-value underflows to 0, its logarithm does not.
+    result = mcnemar([True] * b + [False] * c, [False] * b + [True] * c)
+    assert result["log10_p_value"] == pytest.approx(log10_two_sided_by_lgamma(b, c), rel=1e-9)
+    if result["log10_p_value"] > -300:
+        assert math.log10(result["p_value"]) == pytest.approx(result["log10_p_value"])
+    else:
+        assert result["p_value"] == 0.0
+    assert json.dumps(result, allow_nan=False)
+
+
+def test_p_value_text_writes_an_underflowed_p_value_from_its_logarithm():
+    assert p_value_text(0.0386, -1.413, 3) == "0.0386"
+    assert p_value_text(0.0, -389.49485, 3) == "3.2e-390"
+    assert p_value_text(0.0, -389.49485, 2) == "3.2e-390"
+    # A mantissa that rounds up to 10 carries into the exponent.
+    assert p_value_text(0.0, -389.00001, 2) == "1e-389"
+    assert p_value_text(1.0, 0.0, 3) == "1"
 
 
 def test_mcnemar_identical_classifiers():
