@@ -1706,6 +1706,12 @@ def evaluate(
     spam_filter: SpamFilter | None = None
     rescored = False  # a model scored with options other than its own
     if model_path is not None or not (protocols or option_sets):
+        if model_path is None and not os.path.lexists(resolve_model_path(None)):
+            # Most likely a protocol left out, not a model to be trained first.
+            raise fail(
+                f"no model at {resolve_model_path(None)}: give --test-size, --folds or "
+                "--online to train and test on this mail, or -m MODEL to test a model"
+            )
         # Load the model before reading any mail: a wrong -m should fail at once.
         spam_filter, path = load_filter(model_path)
         if problem := spam_filter.forgotten_class_problem():

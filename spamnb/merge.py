@@ -137,6 +137,13 @@ def _check_shapes(spam_filter: SpamFilter, position: int) -> None:
         )
 
 
+def _setting(name: str, value: object) -> str:
+    """A tokenizer setting in words: word pairs are on or off (the model stores 1 or 0)."""
+    if name == "word_pairs":
+        return "on" if value else "off"
+    return str(value)
+
+
 def _check_settings(filters: list[SpamFilter]) -> None:
     """Refuse tokenizers that differ: the same token would mean different evidence."""
     first = filters[0].settings
@@ -145,7 +152,7 @@ def _check_settings(filters: list[SpamFilter]) -> None:
         if settings == first:
             continue
         differences = ", ".join(
-            f"{name} {value} against {getattr(first, name)}"
+            f"{name} {_setting(name, value)} against {_setting(name, getattr(first, name))}"
             for name, value in settings.to_dict().items()
             if value != getattr(first, name)
         )

@@ -139,6 +139,17 @@ def test_errors(tmp_path, sample_maildir):
     )
 
 
+def test_no_protocol_and_no_default_model_suggests_a_protocol(
+    tmp_path, sample_maildir, monkeypatch
+):
+    # Mail given without --test-size, --folds or --online is scored by the default
+    # model; where there is none, the protocol was most likely forgotten (review 10).
+    monkeypatch.delenv("SPAMNB_MODEL", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    result = run("evaluate", "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    assert_one_line_error(result, "no model at", "--test-size, --folds or --online", "-m MODEL")
+
+
 @pytest.mark.parametrize("command", [("evaluate", "--folds", "3"), ("tune",)])
 def test_copies_that_leave_one_class_are_named_as_the_cause(tmp_path, sample_maildir, command):
     import shutil

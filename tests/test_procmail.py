@@ -22,6 +22,13 @@ def readme_recipe() -> str:
     return match.group(1)
 
 
+def with_spamnb(recipe: str, spamnb: Path) -> str:
+    """The recipe with its SPAMNB line pointing at the spamnb under test."""
+    line = re.compile(r"^SPAMNB=.*$", re.M)
+    assert len(line.findall(recipe)) == 1, "the recipe sets SPAMNB in one line"
+    return line.sub(lambda _: f"SPAMNB={spamnb}", recipe)
+
+
 def rcfile_for(tmp_path: Path, model: Path) -> Path:
     """The README recipe, run as user of a temporary home with its own model.
 
@@ -29,7 +36,7 @@ def rcfile_for(tmp_path: Path, model: Path) -> Path:
     the test sets both in the rcfile, as a user with a model elsewhere would.
     """
     spamnb = Path(sys.executable).with_name("spamnb")
-    recipe = readme_recipe().replace("SPAMNB=spamnb", f"SPAMNB={spamnb}")
+    recipe = with_spamnb(readme_recipe(), spamnb)
     rcfile = tmp_path / "procmailrc"
     rcfile.write_text(f"HOME={tmp_path}\nSPAMNB_MODEL={model}\n" + recipe)
     return rcfile
@@ -95,11 +102,7 @@ def test_procmail_delivers_through_the_readme_recipe(tmp_path, real_corpus, samp
 
 def test_procmail_defers_when_spamnb_fails(tmp_path, sample_maildir):
     rcfile = tmp_path / "procmailrc"
-    rcfile.write_text(
-        readme_recipe().replace(
-            "SPAMNB=spamnb", f"SPAMNB={Path(sys.executable).with_name('spamnb')}"
-        )
-    )
+    rcfile.write_text(with_spamnb(readme_recipe(), Path(sys.executable).with_name("spamnb")))
     env = {
         "HOME": str(tmp_path),
         "PATH": os.environ["PATH"],
@@ -119,12 +122,13 @@ def test_a_forged_verdict_does_not_send_ham_to_the_junk_folder(tmp_path, sample_
     head, _, body = ham.partition(b"\n\n")
     # A sender's "X-Spamnb: Spam" would file good mail as junk if the recipe saw it;
     # after a broken header line it is header to procmail though body to a mail parser.
-    for forged in (
+    forgeries = (
         b"X-Spamnb: Spam\n" + ham,
         head + b"\nnot a header line\nX-Spamnb: Spam\n\n" + body,
-    ):
+    )
+    for forged in forgeries:
         assert deliver(rcfile, forged, {"PATH": os.environ["PATH"]}) == 0
     assert delivered(maildir / ".Junk") == []
     inbox = delivered(maildir)
-    assert len(inbox) == 2
+    assert len(inbox) == len(forgeries)
     assert all(b"X-Spamnb-Previous: Spam" in m and b"\nX-Spamnb: Ham" in m for m in inbox)
