@@ -1049,6 +1049,7 @@ def train(
     forgotten_class_warning(spam_filter)
     uncalibrated_warning(spam_filter)
     flat_calibration_warning(spam_filter)
+    no_pipe_table_warning(spam_filter, path)
     for warning in cut_warnings(outcome["cut"], spam_filter.settings, "learnt"):
         warn(warning["message"])
     if changed:
@@ -1092,6 +1093,31 @@ def train(
         from .report import training_summary
 
         stdout_console().print(training_summary(summary))
+
+
+def no_pipe_table_warning(spam_filter: SpamFilter, path: Path) -> None:
+    """Warn that a model of spam and other mail was saved without the pipe filter's
+    table: some weights are certainties (k too small for the Bernoulli model), and
+    --pipe cannot score the mail they decide (review 9: train said nothing, and the
+    procmail recipe deferred most mail)."""
+    from .paths import table_path
+
+    if (
+        spam_filter.positive_class() is None
+        or spam_filter.scoring_problem() is not None
+        or spam_filter.empty_classes()
+    ):
+        return  # no table is meant for it: said otherwise, or by info
+    if os.path.lexists(table_path(path)):
+        return
+    model = spam_filter.model
+    warn(
+        f"{path} has no pipe scoring table: with k={model.alpha:g} some of the "
+        f"{model.event_model} model's weights are certainties, so --pipe loads the whole "
+        "model for every message and gives mail they decide no score (status 3, which the "
+        "procmail recipe defers); a larger --alpha (the default is 0.01) makes them "
+        "probabilities"
+    )
 
 
 def uncalibrated_warning(spam_filter: SpamFilter) -> None:

@@ -39,7 +39,14 @@ def fast_pipe_options(args: Sequence[str]) -> dict[str, Any] | None:
     rest = list(args[1:])
     while rest:
         arg = rest.pop(0)
-        name, equals, value = arg.partition("=")
+        if arg.startswith("--"):
+            name, equals, value = arg.partition("=")
+        else:
+            # As click reads a short option: the rest of the word is its value, an
+            # equals sign included (-m=PATH is the model "=PATH"; review 9 found this
+            # parser and click naming two models for one recipe).
+            name, value = arg[:2], arg[2:]
+            equals = "=" if value else ""
         if arg in ("-p", "--pipe"):
             pipe = True
         elif arg in _FLAGS:

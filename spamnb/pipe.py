@@ -83,16 +83,22 @@ def header_insertion(message: bytes, name: str, value: str) -> tuple[int, bytes]
 PREVIOUS_SUFFIX = "-Previous"
 
 
-# A line with nothing on it: the end of the lines procmail and maildrop search.
-_BLANK_LINE_RE = re.compile(rb"(?m)^\r?\n")
+# A line feed alone: where procmail's header ends.  A line holding only a carriage
+# return is no empty line to procmail, so a sender could hide a verdict field after
+# one in an LF message, and in CRLF mail procmail reads on into the body (review 9:
+# both got a forged "X-Spamnb: Spam" past the renaming, and ham into the junk folder).
+_BLANK_LINE_RE = re.compile(rb"(?m)^\n")
 
 
 def rename_existing(message: bytes, name: str) -> bytes:
     """The message with every field called ``name`` (in any case) renamed.
 
-    Every line before the first empty one is searched, not only the header block a
-    mail parser reads: procmail and maildrop match their conditions against all of
-    those lines, so a sender could hide a verdict after a broken header line.
+    Every line before the first empty one (a line feed alone) is searched, not only
+    the header block a mail parser reads: procmail and maildrop match their
+    conditions against all of those lines, so a sender could hide a verdict after a
+    broken header line, or after a line holding only a carriage return.  In CRLF mail
+    that is every line up to one that ends in a bare line feed, the body included, as
+    procmail reads it.
     """
     blank = _BLANK_LINE_RE.search(message)
     end = blank.start() if blank else len(message)
@@ -112,7 +118,7 @@ class HeaderRenamer:
     ``start`` is the first part's last, unfinished line (renamed already if it could
     be).  Complete lines are renamed by one substitution; an unfinished last line is
     held back only while it could still become the field (the name and blanks so
-    far, up to ``_MOST_HELD`` bytes) or the empty line that ends the renaming.
+    far, up to ``_MOST_HELD`` bytes).
     """
 
     # A field name followed by more blanks than this before its colon is not renamed
@@ -129,10 +135,7 @@ class HeaderRenamer:
         self._done = False
 
     def _undecided(self, line: bytes) -> bool:
-        """Whether an unfinished line could still become the field, or the empty line
-        (a carriage return whose line feed has not come yet)."""
-        if line == b"\r":
-            return True
+        """Whether an unfinished line could still become the field."""
         name, n = self._name, len(self._name)
         if len(line) <= n:
             return name.startswith(line.lower())
@@ -389,10 +392,11 @@ def run(
     from . import __version__
 
     data = b""
+    read: list[bytes] = []  # what was read, should reading be cut short
     too_large = False
     whole = False  # whether ``data`` is all of the message
     try:
-        data = read_at_most(stdin, max_size + 1)
+        data = read_at_most(stdin, max_size + 1, read)
         whole = len(data) <= max_size
         if not data:
             raise ValueError("standard input is empty")
@@ -403,7 +407,11 @@ def run(
         verdict, score, cut = score_message(data, model_path, trust=trust, max_size=max_size)
         value = verdict_header(verdict, score, __version__, cut)
         output = insert_header(data, header_name, value, complete=not too_large)
-    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - the mail must get through
+    except KeyboardInterrupt:
+        # Ctrl-C means stop, so the rest of stdin is not waited for; what the reads
+        # gave before it goes out (status 3 tells a mail program to keep its own copy).
+        return pass_through(data or b"".join(read), None, stdout, stderr, "interrupted")
+    except Exception as exc:  # noqa: BLE001 - the mail must get through
         # Read to its end already, stdin is not read again: under a memory limit the
         # next read's buffer of a MiB was the allocation that failed.
         return pass_through(data, None if whole else stdin, stdout, stderr, describe(exc))
@@ -423,13 +431,18 @@ def run(
     except OSError as exc:
         say(stderr, f"cannot write the message: {exc.strerror or exc}")
         return EXIT_ERROR
+    except KeyboardInterrupt:
+        say(stderr, "interrupted while writing the message, which may be cut short")
+        return EXIT_ERROR
     return 0 if exit_zero else EXIT_CODES[verdict]
 
 
-def read_at_most(stream: BinaryIO, limit: int) -> bytes:
+def read_at_most(stream: BinaryIO, limit: int, chunks: list[bytes] | None = None) -> bytes:
     """Up to ``limit`` bytes of ``stream``, read a MiB at a time: read(limit) itself
-    allocates ``limit`` bytes first, and a --max-size of 10^15 ran out of memory."""
-    chunks = []
+    allocates ``limit`` bytes first, and a --max-size of 10^15 ran out of memory.
+    The pieces are kept in ``chunks`` as they come, for a caller whose reading is cut
+    short (an interrupt) to pass on what was read."""
+    chunks = [] if chunks is None else chunks
     total = 0
     while total < limit:
         chunk = read_some(stream, min(limit - total, 1 << 20))
@@ -540,6 +553,9 @@ def pass_through(
     except (OSError, ValueError, MemoryError) as exc:
         # The status still tells the mail program to keep its own copy.
         say(stderr, f"cannot write the message: {describe(exc)} (first: {error})")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        say(stderr, f"interrupted while writing the message, which may be cut short ({error})")
         return EXIT_ERROR
     say(stderr, error)
     return EXIT_ERROR

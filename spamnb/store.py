@@ -408,6 +408,10 @@ def load(path: Path, *, trust: bool = False) -> SpamFilter:
         raise
     except OSError as exc:
         raise ModelFileError(f"cannot read model {path}: {exc.strerror or exc}") from None
+    except MemoryError:
+        # Not the file's fault: under a memory limit (ulimit -v) the pipe's road through
+        # the whole model called a sound model damaged (review 9).
+        raise ModelFileError(f"not enough memory to load the model {path}") from None
     except Exception:  # noqa: BLE001 - truncated or foreign files fail in many ways inside pickle
         raise NotAModelError(f"{path} is not a spamnb model file, or it is damaged") from None
     return from_payload(payload, path, checksummed=checksummed)

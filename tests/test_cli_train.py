@@ -939,3 +939,21 @@ def test_a_flat_spam_score_is_warned_of(tmp_path, sample_maildir, monkeypatch):
     from spamnb.store import load
 
     assert load(tmp_path / "m.joblib").calibration.slope == 0
+
+
+def test_a_model_the_pipe_cannot_score_through_a_table_is_warned_of(tmp_path, sample_maildir):
+    # Bernoulli at k=1e-15 holds certainties: no table is written, and --pipe gave most
+    # mail no score (status 3, deferred by the procmail recipe) without a word from
+    # train (review 9).
+    certain = train_sample(
+        tmp_path / "b.joblib", sample_maildir, "--event-model", "bernoulli", "--alpha", "1e-15"
+    )
+    assert certain.exit_code == 0
+    assert not (tmp_path / "b.joblib.table").exists()
+    (line,) = [line for line in certain.stderr.splitlines() if "no pipe scoring table" in line]
+    assert "k=1e-15" in line and "bernoulli" in line
+    smoothed = train_sample(
+        tmp_path / "s.joblib", sample_maildir, "--event-model", "bernoulli", "--alpha", "0.01"
+    )
+    assert smoothed.exit_code == 0 and (tmp_path / "s.joblib.table").exists()
+    assert "no pipe scoring table" not in smoothed.stderr

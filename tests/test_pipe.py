@@ -147,6 +147,20 @@ def test_field_names_and_values():
     )
 
 
+def test_renaming_reaches_as_far_as_procmail_reads_the_header():
+    # procmail's header ends at a line feed alone (review 9).
+    behind_a_cr = b"From: a@example.com\n\r\nX-Spamnb: Spam\n\nbody\n"
+    assert rename_existing(behind_a_cr, "X-Spamnb") == behind_a_cr.replace(
+        b"X-Spamnb:", b"X-Spamnb-Previous:"
+    )
+    crlf = b"From: a@example.com\r\n\r\nX-Spamnb: Spam\r\nbody\r\n"
+    assert rename_existing(crlf, "X-Spamnb") == crlf.replace(b"X-Spamnb:", b"X-Spamnb-Previous:")
+    assert not header_continues(behind_a_cr) and header_continues(crlf)
+    # A body line after a real empty line is no header to anyone, and stays.
+    body = b"From: a@example.com\n\nX-Spamnb: Spam\n"
+    assert rename_existing(body, "X-Spamnb") == body
+
+
 _HEADER_LINES = [
     b"X-Spamnb: Ham",
     b"x-spamnb \t: Spam",
@@ -161,6 +175,7 @@ _HEADER_LINES = [
     b"X-Spamnb" + b" " * 300 + b"not ours",
     b"X-Spam",
     b"X-Spamnb\r",
+    b"\r",
 ]
 
 
@@ -235,3 +250,44 @@ def test_running_out_of_memory_while_passing_mail_through_is_one_line_and_exit_3
     (line,) = stderr.getvalue().splitlines()
     assert line.startswith("spamnb: cannot write the message: MemoryError")
     assert "(first: no usable model)" in line
+
+
+class _InterruptedAfter(io.RawIOBase):
+    """Stdin that gives ``data`` and is then interrupted (Ctrl-C) mid-read."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, size: int = -1) -> bytes:
+        if self.data:
+            data, self.data = self.data, b""
+            return data
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_while_reading_passes_on_what_was_read(tmp_path):
+    # The bytes read before Ctrl-C were dropped and "spamnb: KeyboardInterrupt" said
+    # (review 9); the status tells a mail program to keep its own copy.
+    stdout, stderr = io.BytesIO(), io.StringIO()
+    head = b"From: a@example.com\nSubject: hello\n"
+    status = run(_InterruptedAfter(head), stdout, stderr, tmp_path / "model.joblib")
+    assert status == EXIT_ERROR
+    assert stdout.getvalue() == head
+    assert stderr.getvalue() == "spamnb: interrupted\n"
+
+
+class _InterruptedWriter(io.RawIOBase):
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_while_writing_is_one_line_and_exit_3():
+    stderr = io.StringIO()
+    message = b"Subject: x\n\nbody\n"
+    status = pass_through(message, None, _InterruptedWriter(), stderr, "no usable model")
+    assert status == EXIT_ERROR
+    (line,) = stderr.getvalue().splitlines()
+    assert line.startswith("spamnb: interrupted while writing the message")

@@ -218,6 +218,21 @@ def test_damaged_payload_is_refused(tmp_path, trained):
         load(path)
 
 
+def test_running_out_of_memory_while_loading_is_not_called_damage(tmp_path, trained, monkeypatch):
+    # Under ulimit -v the pipe's road through the whole model said the sound model was
+    # "not a spamnb model file, or it is damaged" (review 9).
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+
+    def no_memory(stream, where):
+        raise MemoryError
+
+    monkeypatch.setattr("spamnb.store.unpickle_payload", no_memory)
+    with pytest.raises(ModelFileError, match=r"^not enough memory to load the model") as caught:
+        load(path)
+    assert "damaged" not in str(caught.value)
+
+
 def test_counts_short_of_the_vocabulary_are_saved_and_read_as_zeros(tmp_path, trained):
     # Known mail read again with new tokens grows the vocabulary and counts nothing.
     counted = len(trained.vocabulary)
