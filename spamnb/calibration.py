@@ -102,6 +102,8 @@ class Calibration:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
+# Half the unsure band around a flat score (see choose_cutoffs).
+_FLAT_BAND = 1e-6
 # Why a calibration can be flat (see fit_platt): said by evaluate and train.
 FLAT_SCORE = (
     "fitted flat: held-out spam scored no higher than held-out ham, so the score cannot "
@@ -230,10 +232,12 @@ def choose_cutoffs(
     if s.min() == s.max():
         # A flat map (see fit_platt): the score tells nothing, and the band is put
         # around it, so that every message is Unsure; the bounds below would have
-        # called every one Ham where ham is the larger class, spam included.
+        # called every one Ham where ham is the larger class, spam included.  A
+        # millionth either side, not a float's last digit: the pipe works the score out
+        # with math.exp, which differs from numpy's exp there, and 20 of 1,444 flat
+        # maps then made the pipe say Ham where classify said Unsure (review 11).
         flat = float(s[0])
-        ham_cutoff = float(np.nextafter(flat, -np.inf))
-        spam_cutoff = float(np.nextafter(flat, np.inf))
+        ham_cutoff, spam_cutoff = flat - _FLAT_BAND, flat + _FLAT_BAND
         return min(max(ham_cutoff, 0.001), 0.5), min(max(spam_cutoff, 0.5), 0.99)
     allowed_fp = int(np.floor(max_false_positive_rate * len(ham)))
     # Above the (allowed_fp + 1)-th highest ham score only allowed_fp hams remain.

@@ -56,9 +56,10 @@ __all__ = [
 # both corpora there.
 MISTAKE_WEIGHT = 0.5
 # CRM114's settings as the experiment measured them: a message is added while its
-# margin (the log-odds for its own class against the strongest other, divided by
-# its number of known tokens to the power LENGTH_EXPONENT, the filter's ranking
-# score) is at most MARGIN, in at most PASSES passes.  Margins 0 to 8 were tried;
+# margin (the table's log-odds for its own class against the strongest other,
+# divided by its number of distinct known tokens to the power LENGTH_EXPONENT: the
+# filter's ranking score, but for presence, where that divides by occurrences) is
+# at most MARGIN, in at most PASSES passes.  Margins 0 to 8 were tried;
 # 4 made the fewest errors on SpamAssassin and the table used about a third of the
 # mail.  ALPHA is the model's default smoothing strength.
 MARGIN = 4.0

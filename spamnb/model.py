@@ -255,7 +255,13 @@ class NaiveBayes:
         def entropy(counts: np.ndarray, size: np.ndarray | float) -> np.ndarray:
             p = counts / np.maximum(size, 1.0)
             with np.errstate(divide="ignore", invalid="ignore"):
-                return -np.nansum(np.where(p > 0, p * np.log(p), 0.0), axis=0)
+                terms = np.where(p > 0, p * np.log(p), 0.0)
+            # Summed in sorted order, so that equal terms in other class rows give the
+            # same float: with three classes, summed by row the same gain differed in
+            # its last bit with the order the classes were first met, and the
+            # --max-features cut kept a token by that noise instead of by its CRC-32
+            # (review 11).
+            return -np.sort(terms, axis=0).sum(axis=0)
 
         prior_entropy = entropy(n[:, None], total)[0]
         with_word = entropy(self.doc_counts, present)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from corpus_fixtures import assert_same_calibration, sample_messages
@@ -9,7 +11,7 @@ from corpus_fixtures import assert_same_calibration, sample_messages
 from spamnb.calibration import Calibration, choose_cutoffs, fit_platt
 from spamnb.filter import SpamFilter
 from spamnb.mistakes import MistakeTable
-from spamnb.pipe import verdict_and_score
+from spamnb.pipe import verdict_and_score, verdict_of
 
 
 def test_platt_recovers_a_known_logistic_map():
@@ -223,6 +225,17 @@ def test_a_flat_score_leaves_every_message_unsure(n_ham, n_spam):
     ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam)
     verdicts = Calibration(slope, intercept, ham_cutoff, spam_cutoff).verdicts(scores)
     assert set(verdicts) == {"unsure"}
+    # The pipe works the score out with math.exp, which can differ from numpy's in the
+    # last digits: it must say Unsure too (review 11: one ulp either side did not).
+    calibration = {"slope": slope, "intercept": intercept, "length_exponent": 0.0}
+    calibration |= {"ham_cutoff": ham_cutoff, "spam_cutoff": spam_cutoff}
+    for score in (
+        float(scores[0]),
+        math.nextafter(float(scores[0]), 0),
+        math.nextafter(float(scores[0]), 1),
+    ):
+        assert verdict_of(score, ham_cutoff, spam_cutoff) == "Unsure"
+    assert verdict_and_score(1.0, 1.0, calibration)[0] == "Unsure"
 
 
 def test_batch_verdicts_meet_the_cutoffs_as_the_pipe_does():
