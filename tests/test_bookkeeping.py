@@ -1,6 +1,6 @@
 """A model's bookkeeping against the mail it should hold, over random runs.
 
-Training, moving, forgetting and saving are exact by design: the counts are the state,
+Training, moving, forgetting, merging and saving are exact by design: the counts are the state,
 and each operation adds or takes back a message's own counts (README, "Retraining
 from cron").  This test drives a filter through random sequences of those operations
 and checks, after each, that its counts are those of a fresh filter counting the mail
@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from spamnb.filter import SpamFilter
+from spamnb.merge import merge_filters
 from spamnb.store import load, save
 
 WORDS = [f"w{i}" for i in range(12)]
@@ -60,6 +61,18 @@ class Bookkeeping(RuleBasedStateMachine):
         self.filter.forget([MESSAGES[i] for i in chosen], self._digests(chosen))
         for i in chosen:
             self.held.pop(i, None)
+
+    @rule(chosen=indices, labels=st.lists(st.sampled_from(LABELS), min_size=6, max_size=6))
+    def merge_in(self, chosen: list[int], labels: list[str]) -> None:
+        # A second model of mail this one does not hold, merged into it: merge adds
+        # the counts and the mistake tables (and refuses mail both hold).
+        new = {i: label for i, label in zip(chosen, labels, strict=False) if i not in self.held}
+        if not new:
+            return
+        other = SpamFilter()
+        other.learn([MESSAGES[i] for i in new], list(new.values()), self._digests(list(new)))
+        self.filter = merge_filters([self.filter, other])
+        self.held.update(new)
 
     @rule()
     def save_and_load(self) -> None:
