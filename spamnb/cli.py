@@ -1557,7 +1557,7 @@ def print_verdicts(
 def explanation_lines(explanation: Mapping[str, Any], spam_filter: SpamFilter) -> list[str]:
     """--explain's lines under a verdict; tokens come from the mail, so they are shown
     escaped: a token must not be able to move the cursor or recolour the terminal."""
-    from .report import printable
+    from .words import printable
 
     settings = spam_filter.settings
     lines = []

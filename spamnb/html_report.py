@@ -3,7 +3,8 @@
 The page is built from the same plain dict that ``evaluate --json`` prints. It needs no
 network to view: the CSS and the one small script are inline, and each figure is an SVG made
 with matplotlib and embedded as a ``data:`` URI. A Content-Security-Policy in the page forbids
-every other source, so even a slip in escaping could not make it fetch anything.
+every other source of scripts, styles and images; it cannot stop a page navigating away (a
+``<meta http-equiv=refresh>`` in the body), so escaping is what keeps text from mail inert.
 
 matplotlib is an optional dependency (the ``report`` extra) and is imported only
 inside :func:`render_html`, so the filter's own commands never pay for it.
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import HAM, __version__
-from .words import decimals, p_value_text, rest_of_mail
+from .words import decimals, p_value_text, printable, rest_of_mail
 
 __all__ = ["FIGURE_IDS", "ReportDependencyError", "render_html"]
 
@@ -121,8 +122,10 @@ def _load_matplotlib() -> tuple[Any, Any]:
 
 
 def _esc(value: Any) -> str:
-    # Labels, tokens and messages come from the user's mail and folders: always text.
-    return html.escape(str(value), quote=True)
+    # Labels, tokens and messages come from the user's mail and folders: always text,
+    # with what a browser would act on or hide (a right-to-left override, a control
+    # character) shown as its escape, as the terminal report shows it.
+    return html.escape(printable(str(value)), quote=True)
 
 
 def _finite(value: Any) -> bool:
@@ -164,7 +167,7 @@ def _interval_text(interval: Mapping[str, Any] | None) -> str:
 def _plain(text: Any) -> str:
     """Text for matplotlib: a '$' would otherwise start mathtext, and a token such as
     '$$$ cash' could garble the figure or fail to render."""
-    return str(text).replace("$", r"\$")
+    return printable(str(text)).replace("$", r"\$")
 
 
 def _section(section_id: str, title: str, content: str) -> str:
@@ -323,7 +326,10 @@ def _warnings(report: Mapping[str, Any]) -> str:
 def _summary(report: Mapping[str, Any]) -> str:
     intervals = report.get("intervals") or {}
     trec = report.get("trec") or {}
-    other = rest_of_mail(report.get("classes", ()))
+    # Cells of these rows are HTML: the class name comes from the user (--label, an
+    # index), and went in raw (review 13: a label of <meta http-equiv=refresh ...>
+    # made the page leave for another address).
+    other = _esc(rest_of_mail(report.get("classes", ())))
     rows: list[tuple[str, str, str, str]] = []
 
     accuracy = intervals.get("accuracy")
@@ -413,7 +419,8 @@ def _spam_score_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str
     score = report.get("spam_score")
     if not score:
         return []
-    other = rest_of_mail(report.get("classes", ()))
+    other_name = rest_of_mail(report.get("classes", ()))
+    other = _esc(other_name)  # these rows' labels and meanings are HTML
     rows = []
     calibration = score.get("calibration") or {}
     if calibration:
@@ -445,7 +452,9 @@ def _spam_score_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str
         rows.append(
             (
                 "Unsure",
-                _esc(f"{_count(unsure.get('spam'))} spam, {_count(unsure.get('ham'))} {other}"),
+                _esc(
+                    f"{_count(unsure.get('spam'))} spam, {_count(unsure.get('ham'))} {other_name}"
+                ),
                 "",
                 _esc(f"messages {band}, left for a person to judge"),
             )
@@ -453,7 +462,7 @@ def _spam_score_rows(report: Mapping[str, Any]) -> list[tuple[str, str, str, str
     for key, label, meaning in (
         (
             "false_positives_at_cutoff",
-            f"{other.capitalize()} at the spam cut-off",
+            _esc(f"{other_name[:1].upper()}{other_name[1:]} at the spam cut-off"),
             f"{other} scored as sure spam",
         ),
         ("false_negatives_at_cutoff", "Spam at the ham cut-off", f"spam scored as sure {other}"),
@@ -818,7 +827,7 @@ def _roc_figure(report: Mapping[str, Any], figure_class: Any) -> _Figure | None:
     caption = (
         "ROC curve, spam as the positive class. The false-positive axis is logarithmic, where "
         "a spam filter's useful range lies; a rate of zero is drawn at "
-        f"1/(2 {TIMES} {n_ham:,} {other}) = {_pct(floor)}."
+        f"1/(2 {TIMES} {n_ham:,} {_esc(other)}) = {_pct(floor)}."
         if n_ham
         else "ROC curve with a logarithmic false-positive axis; zero is drawn at the left edge."
     )

@@ -299,8 +299,8 @@ def parse_trec_index(text: str) -> list[tuple[str, str]]:
     """(label, path) pairs of a TREC index (``spam ../data/inmail.1`` a line), in order.
 
     Labels are lower-cased; the path is the rest of the line, stripped, so it may hold
-    spaces.  Blank lines are skipped; a line with a label and no path, or a path with
-    a NUL byte, is an error.
+    spaces.  Blank lines are skipped; a line with a label and no path, a label that is
+    not printable text, or a path with a NUL byte, is an error.
     """
     entries = []
     for number, line in enumerate(text.splitlines(), start=1):
@@ -309,6 +309,9 @@ def parse_trec_index(text: str) -> list[tuple[str, str]]:
             continue
         if len(fields) < 2:
             raise ValueError(f"line {number} of the index is not 'LABEL PATH': {line.strip()!r}")
+        if not fields[0].isprintable():
+            # As --label names must be: a class name is shown in reports and figures.
+            raise ValueError(f"line {number} of the index has a label that is not printable text")
         if "\0" in fields[1]:
             # No file name can hold one, and os.stat raises ValueError, not OSError.
             raise ValueError(f"line {number} of the index has a NUL byte in its path")

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from . import HAM
-from .words import decimals, p_value_text, rest_of_mail
+from .words import decimals, p_value_text, printable, rest_of_mail
 
 __all__ = [
     "cross_validation_report",
@@ -44,13 +44,6 @@ def _add_row(table: Table, *cells: str | RenderableType) -> None:
     # markup, nor pass on the terminal's control sequences a token may carry (a
     # Subject can colour the screen, or worse).
     table.add_row(*(Text(printable(cell)) if isinstance(cell, str) else cell for cell in cells))
-
-
-def printable(text: str) -> str:
-    """``text`` with control and other unprintable characters as escapes."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def _percent(value: float | None) -> str:

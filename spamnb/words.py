@@ -8,12 +8,21 @@ from collections.abc import Sequence
 
 from . import SPAM
 
-__all__ = ["class_list", "decimals", "p_value_text", "rest_of_mail"]
+__all__ = ["class_list", "decimals", "p_value_text", "printable", "rest_of_mail"]
 
 
 def class_list(classes: Sequence[str]) -> str:
     """A model's classes for an error message: "spam, ham", or "no class"."""
     return ", ".join(classes) or "no class"
+
+
+def printable(text: str) -> str:
+    """``text`` with control and other unprintable characters as escapes: a token or
+    class name from mail can hold a terminal's control sequences, or a right-to-left
+    override that shows "\u202egnp.exe" as "exe.png"."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def rest_of_mail(classes: Sequence[str]) -> str:

@@ -122,6 +122,37 @@ def test_hostile_text_from_mail_is_escaped(page):
     assert len(Elements(page).all("img")) == len(FIGURE_IDS)
 
 
+def _with_classes(report: dict[str, Any], spam: str, other: str) -> dict[str, Any]:
+    """The sample report with its classes renamed, everywhere the report names them."""
+    text = json.dumps(report)
+    for old, new in (('"spam"', json.dumps(spam)), ('"ham"', json.dumps(other))):
+        text = text.replace(old, new)
+    return json.loads(text)
+
+
+def test_a_hostile_class_name_reaches_the_page_only_as_text():
+    # The other class's name went raw into five cells of the summary (review 13):
+    # a label "<meta http-equiv=refresh ...>" from --label or an index made the page
+    # leave for another address, and "<!--" hid the rest of the page.
+    hostile = '<meta http-equiv="refresh" content="0;url=http://127.0.0.1/x"><!--'
+    page = render_html(_with_classes(sample_report(), "spam", hostile))
+    assert '<meta http-equiv="refresh"' not in page and "<!--" not in page
+    assert [a.get("http-equiv") for a in Elements(page).all("meta")].count("refresh") == 0
+    assert "&lt;meta http-equiv=&quot;refresh&quot;" in page
+    assert len(Elements(page).all("table")) == len(
+        Elements(render_html(sample_report())).all("table")
+    )
+
+
+def test_characters_a_browser_would_act_on_are_shown_as_escapes():
+    # A right-to-left override showed the token "\u202egnp.exe" as "exe.png" (review 13).
+    report = sample_report()
+    report["top_odds"]["towards_positive"][0]["token"] = "\u202egnp.exe"
+    page = render_html(_with_classes(report, "spam", "h\x01am"))
+    assert "\u202e" not in page and "\x01" not in page
+    assert "\\u202egnp.exe" in page and "h\\x01am" in page
+
+
 def test_page_references_nothing_outside_itself(page):
     elements = Elements(page)
     for attrs in elements.all("img"):

@@ -274,6 +274,9 @@ def test_parse_trec_index():
 def test_parse_trec_index_names_the_bad_line():
     with pytest.raises(ValueError, match="line 3"):
         parse_trec_index("spam a\n\nham\nspam b\n")
+    # A label is a class name, shown in reports and figures: printable, as --label's.
+    with pytest.raises(ValueError, match=r"line 2 .* not printable"):
+        parse_trec_index("spam a\nh\x01am b\n")
 
 
 def test_enron_names_sort_by_their_delivery_number():
