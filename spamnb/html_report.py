@@ -848,8 +848,11 @@ def _bins_with_counts(calibration: Mapping[str, Any]) -> list[Mapping[str, Any]]
 
 
 def _count_ticks(axes: Any, largest: int) -> None:
-    """Plain counts (1, 10, 100) on a log axis: '10^2' makes a reader do arithmetic."""
+    """Plain counts (1, 10, 100) on a log axis: '10^2' makes a reader do arithmetic.
+    Below ten, 1, 2 and 5 too, where 1 alone would leave the axis without a scale."""
     ticks = [10**power for power in range(0, len(str(max(1, int(largest)))))]
+    if len(ticks) == 1:
+        ticks += [tick for tick in (2, 5) if tick <= largest]
     axes.set_yticks(ticks, labels=[f"{tick:,}" for tick in ticks])
     axes.minorticks_off()
 

@@ -366,3 +366,27 @@ def test_a_learning_curve_beside_another_protocol_says_where_it_comes_from(page)
     report["protocol"]["mode"] = "online"
     online = render_html(report)
     assert "not from the online run" in online and "commonest class of the whole stream" in online
+
+
+class _Axes:
+    """What _count_ticks asks of matplotlib's axes."""
+
+    def set_yticks(self, ticks: list[int], labels: list[str]) -> None:
+        self.ticks, self.labels = ticks, labels
+
+    def minorticks_off(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("largest", "ticks"),
+    [(1, [1]), (4, [1, 2]), (9, [1, 2, 5]), (10, [1, 10]), (2500, [1, 10, 100, 1000])],
+)
+def test_count_axes_have_a_scale_even_below_ten(largest, ticks):
+    # Below ten the log axis had the tick 1 alone (review 13).
+    from spamnb.html_report import _count_ticks
+
+    axes = _Axes()
+    _count_ticks(axes, largest)
+    assert axes.ticks == ticks
+    assert axes.labels == [f"{tick:,}" for tick in ticks]
