@@ -1108,8 +1108,8 @@ def no_pipe_table_warning(spam_filter: SpamFilter, path: Path) -> None:
         or spam_filter.empty_classes()
     ):
         return  # no table is meant for it: said otherwise, or by info
-    if os.path.lexists(table_path(path)):
-        return
+    if os.path.lexists(table_path(os.path.realpath(path))):
+        return  # beside the model's real file, where the save writes it
     model = spam_filter.model
     warn(
         f"{path} has no pipe scoring table: with k={model.alpha:g} some of the "

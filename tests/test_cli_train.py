@@ -957,3 +957,15 @@ def test_a_model_the_pipe_cannot_score_through_a_table_is_warned_of(tmp_path, sa
     )
     assert smoothed.exit_code == 0 and (tmp_path / "s.joblib.table").exists()
     assert "no pipe scoring table" not in smoothed.stderr
+
+
+def test_a_model_reached_through_a_link_is_not_warned_of_a_missing_table(tmp_path, sample_maildir):
+    # The table is written beside the link's target; looked for beside the link, train
+    # warned every run that the weights held certainties (review 14).
+    (tmp_path / "real").mkdir()
+    link = tmp_path / "link.joblib"
+    link.symlink_to(tmp_path / "real" / "model.joblib")
+    trained = train_sample(link, sample_maildir)
+    assert trained.exit_code == 0
+    assert (tmp_path / "real" / "model.joblib.table").exists()
+    assert "no pipe scoring table" not in trained.stderr
