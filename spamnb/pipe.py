@@ -190,7 +190,10 @@ def insert_header(message: bytes, name: str, value: str, *, complete: bool = Tru
     at, line = header_insertion(message, name, value)
     if not complete and at >= len(message):
         at = message.find(b"\n") + 1 if message.startswith(b"From ") else 0
-        eol = b"\r\n" if line.endswith(b"\r\n") else b"\n"
+        # The mail's line end, as header_insertion finds it: ``line`` may start with
+        # one instead of ending in it (the part read ends inside a line), and read
+        # from its end gave CRLF mail a bare line feed (review 12).
+        eol = b"\r\n" if b"\r\n" in line else b"\n"
         line = f"{name}: {value}".encode("ascii") + eol
     return message[:at] + line + message[at:]
 
