@@ -139,6 +139,16 @@ def test_a_group_writable_folder_is_refused_unless_the_group_is_the_users_own(
         (real_group(os.stat(folder).st_gid).gr_name, *me[1:3], os.stat(folder).st_gid, *me[4:])
     ))  # fmt: skip
     assert run("info", "-m", model).exit_code == 0  # the user's private group
+
+    def user_with_primary_gid(gid):
+        return lambda uid: pwd.struct_passwd(
+            (real_group(os.stat(folder).st_gid).gr_name, *me[1:3], gid, *me[4:])
+        )
+
+    # Named as the user but not the user's primary group: no private group (review 12).
+    monkeypatch.setattr(pwd, "getpwuid", user_with_primary_gid(os.stat(folder).st_gid + 1))
+    assert_one_line_error(run("info", "-m", model), "others may write")
+    monkeypatch.setattr(pwd, "getpwuid", user_with_primary_gid(os.stat(folder).st_gid))
     for fake in (group_of(["eve"]), group_of([], name="staff")):
         monkeypatch.setattr(grp, "getgrgid", fake)
         assert_one_line_error(run("info", "-m", model), "others may write")
@@ -539,3 +549,26 @@ def test_a_folder_made_on_the_way_meanwhile_is_checked_again(tmp_path, monkeypat
     lock = spamnb.store.training_lock(tmp_path / "new" / "model.joblib")
     with pytest.raises(ModelFileError, match="others may write"), lock:
         pass
+
+
+def test_a_relative_model_path_is_checked_from_the_working_folder(
+    tmp_path, sample_maildir, monkeypatch
+):
+    # "-m model.joblib" is looked up in the working folder, which others may write
+    # here: checked from "/" instead, it passed (review 12).
+    folder = tmp_path / "open"
+    model = folder / "model.joblib"
+    assert train_sample(model, sample_maildir).exit_code == 0
+    folder.chmod(0o777)
+    monkeypatch.chdir(folder)
+    message = b"Subject: hi\n\nlunch\n"
+    piped = run("classify", "--pipe", "-m", "model.joblib", input=message)
+    assert piped.exit_code == 3 and piped.stdout_bytes == message
+    assert "others" in piped.stderr
+    # The library, given the relative path as it is (the command line makes it whole).
+    from spamnb.paths import ModelFileError, check_folders
+
+    with pytest.raises(ModelFileError, match="others"):
+        check_folders("model.joblib")
+    folder.chmod(0o755)
+    assert run("classify", "--pipe", "-m", "model.joblib", input=message).exit_code in (0, 1, 2)
