@@ -463,12 +463,18 @@ def order_warning(ordered_labels: Sequence[str], order_name: str) -> dict[str, s
     if runs > len(set(ordered_labels)):
         return None
     blocks = list(dict.fromkeys(ordered_labels))
+    # What to do depends on where the order came from: only name order is spamnb's
+    # guess; the dates and an index are the mail's own (review 15).
+    advice = {
+        "name": "give the order the mail arrived in (--order date, or an --index)",
+        "date": "the mail's Date fields put each class apart, as no mailbox does",
+        "index": "the index lists each class apart, as no mailbox delivers mail",
+    }.get(order_name, "")
     return {
         "kind": "order",
         "message": f"in {order_name} order each class's mail comes in one block "
         f"({', then '.join(repr(label) for label in blocks)}), so the online run never "
-        f"meets {blocks[0]!r} again once {blocks[1]!r} begins; give the order the mail "
-        "arrived in (--order date, or an --index)",
+        f"meets {blocks[0]!r} again once {blocks[1]!r} begins" + (f"; {advice}" if advice else ""),
     }
 
 

@@ -827,7 +827,7 @@ def _roc_figure(report: Mapping[str, Any], figure_class: Any) -> _Figure | None:
     caption = (
         "ROC curve, spam as the positive class. The false-positive axis is logarithmic, where "
         "a spam filter's useful range lies; a rate of zero is drawn at "
-        f"1/(2 {TIMES} {n_ham:,} {_esc(other)}) = {_pct(floor)}."
+        f"1/(2 {TIMES} {n_ham:,} {other}) = {_pct(floor)}."
         if n_ham
         else "ROC curve with a logarithmic false-positive axis; zero is drawn at the left edge."
     )

@@ -104,6 +104,10 @@ def rename_existing(message: bytes, name: str) -> bytes:
     end = blank.start() if blank else len(message)
     if not end:
         return message  # no header lines at all
+    if name.lower().encode("ascii") not in message[:end].lower():
+        # A CRLF message is searched whole (procmail reads it so): this costs 0.5 ms
+        # a MiB where the pattern costs 7 (review 15).
+        return message
     pattern = re.compile(rb"(?im)^(" + re.escape(name.encode("ascii")) + rb")(?=[ \t]*:)")
     head = pattern.sub(rb"\1" + PREVIOUS_SUFFIX.encode("ascii"), message[:end])
     return head + message[end:] if len(head) != end else message

@@ -16,13 +16,28 @@ def class_list(classes: Sequence[str]) -> str:
     return ", ".join(classes) or "no class"
 
 
+# Characters that reorder or break the text around them: bidirectional controls
+# (a right-to-left override shows "\u202egnp.exe" as "exe.png") and the line and
+# paragraph separators.
+_REORDERING = frozenset(
+    [0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029]
+)
+
+
 def printable(text: str) -> str:
-    """``text`` with control and other unprintable characters as escapes: a token or
-    class name from mail can hold a terminal's control sequences, or a right-to-left
-    override that shows "\u202egnp.exe" as "exe.png"."""
+    """``text`` with what a terminal or a browser would act on shown as escapes:
+    control characters (a token or class name from mail can hold a terminal's control
+    sequences), bidirectional controls, line separators, and lone surrogates (bytes
+    no codec could read).  Joiners, non-breaking spaces and soft hyphens stay, as
+    Persian, Indic and emoji text needs them (str.isprintable() would escape those
+    too; review 15)."""
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    from unicodedata import category
+
+    return "".join(
+        ascii(c)[1:-1] if ord(c) in _REORDERING or category(c) in ("Cc", "Cs") else c for c in text
+    )
 
 
 def rest_of_mail(classes: Sequence[str]) -> str:

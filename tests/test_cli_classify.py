@@ -204,6 +204,16 @@ def test_explained_tokens_cannot_drive_the_terminal():
     assert printable("cheap") == "cheap"
     assert printable("subject:\x1b[2Jgone\x07") == "subject:\\x1b[2Jgone\\x07"
     assert printable("naïve\u202eevil") == "naïve\\u202eevil"
+    # Joiners, non-breaking spaces and soft hyphens are text (Persian, Indic, emoji);
+    # a lone surrogate, bytes no codec read, is not (review 15).
+    for text in (
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645",
+        "\U0001f468\u200d\U0001f469",
+        "price\xa0100",
+        "soft\xadhyphen",
+    ):
+        assert printable(text) == text
+    assert printable("bad\udcffbyte") == "bad\\udcffbyte"
 
 
 def test_a_model_keeps_its_tokenizer_limits(limited_model, sample_maildir):

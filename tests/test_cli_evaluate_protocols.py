@@ -167,6 +167,35 @@ def test_online_warns_when_the_order_gives_each_class_in_one_block(tmp_path, sam
     assert not [w for w in mixed["warnings"] if w["kind"] == "order"]
 
 
+def test_the_order_warning_advises_by_where_the_order_came_from():
+    # --order date was advised to a run given an index, or already in date order
+    # (review 15).
+    from spamnb.evaluation import order_warning
+
+    blocks = ["spam", "spam", "ham", "ham"]
+    assert "--order date" in order_warning(blocks, "name")["message"]
+    for order in ("date", "index"):
+        assert "--order date" not in order_warning(blocks, order)["message"]
+    assert order_warning(["spam", "ham", "spam"], "name") is None
+
+
+def test_a_p_value_below_the_floats_is_written_from_its_logarithm_in_the_terminal():
+    from rich.console import Console
+
+    from spamnb.report import _compare_tables
+
+    row = {"name": "a", "options": {}, "n": 10, "accuracy": 0.9, "errors": 1}
+    row |= {"false_positives": 0, "false_negatives": 1, "roc_auc": 0.9, "intervals": {}}
+    pair = {"a": "a", "b": "b", "a_only": 1413, "b_only": 18, "p_value": 0.0}
+    pair |= {"log10_p_value": -389.49485, "both": 0, "neither": 0, "statistic": 1.0}
+    compare = {"baseline_class": "ham", "baseline_accuracy": 0.5}
+    compare |= {"sets": [row, {**row, "name": "b"}], "pairs": [{**pair, "test": "x"}]}
+    console = Console(width=120, record=True, file=open(os.devnull, "w"))  # noqa: SIM115
+    for table in _compare_tables(compare):
+        console.print(table)
+    assert "3.2e-390" in console.export_text()
+
+
 def test_online_with_a_trec_index(tmp_path, sample_maildir):
     data = tmp_path / "data"
     data.mkdir()

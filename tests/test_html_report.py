@@ -390,3 +390,20 @@ def test_count_axes_have_a_scale_even_below_ten(largest, ticks):
     _count_ticks(axes, largest)
     assert axes.ticks == ticks
     assert axes.labels == [f"{tick:,}" for tick in ticks]
+
+
+def test_a_class_name_is_escaped_once_in_the_roc_caption():
+    # Escaped inside a caption that is escaped whole, "R&D" read "R&amp;D" (review 15).
+    page = render_html(_with_classes(sample_report(), "spam", "R&D <team>"))
+    (caption,) = [
+        c
+        for c in re.findall(r"<figcaption>(.*?)</figcaption>", page, re.S)
+        if c.startswith("ROC curve, spam as the positive class")
+    ]
+    assert "R&amp;D &lt;team&gt;" in caption and "&amp;amp;" not in caption
+
+
+def test_figure_text_shows_reordering_characters_as_escapes():
+    from spamnb.html_report import _plain
+
+    assert _plain("cash$\u202egnp.exe") == "cash\\$\\u202egnp.exe"

@@ -203,3 +203,19 @@ def test_an_empty_spamnb_model_falls_back_to_the_default():
     assert default_model_file({"SPAMNB_MODEL": "", "XDG_DATA_HOME": "/x"}) == os.path.join(
         "/x", "spamnb", "model.joblib"
     )
+
+
+class _InterruptedWriter(io.RawIOBase):
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        raise KeyboardInterrupt
+
+
+def test_an_interrupt_while_writing_a_scored_message_is_one_line_and_exit_3(model):
+    stderr = io.StringIO()
+    status = run_pipe(io.BytesIO(b"Subject: x\n\nbody\n"), _InterruptedWriter(), stderr, model)
+    assert status == EXIT_ERROR
+    (line,) = stderr.getvalue().splitlines()
+    assert line.startswith("spamnb: interrupted while writing the message")
