@@ -26,6 +26,7 @@ import click
 
 from . import __version__
 from .pipe import DEFAULT_MAX_SIZE
+from .words import printable
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -159,9 +160,7 @@ def progress_bar(
 def one_line(text: str) -> str:
     """``text`` with what a terminal would break or act on (a newline in a path given
     to us, an escape) written as its Python escape, so an error stays one line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return printable(text)
 
 
 def fail(message: str) -> click.ClickException:
@@ -1557,8 +1556,6 @@ def print_verdicts(
 def explanation_lines(explanation: Mapping[str, Any], spam_filter: SpamFilter) -> list[str]:
     """--explain's lines under a verdict; tokens come from the mail, so they are shown
     escaped: a token must not be able to move the cursor or recolour the terminal."""
-    from .words import printable
-
     settings = spam_filter.settings
     lines = []
     if explanation["cut"]["size"]:
