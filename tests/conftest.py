@@ -1,4 +1,5 @@
-"""Shared fixtures: the bundled sample corpus and the real public corpora.
+"""Shared fixtures: the bundled sample corpus, a model trained on it, and the real
+public corpora.
 
 The real corpora are unpacked once per test session into a temporary folder by the
 project's own fetch script, from the mirror in $SPAMNB_CORPUS_MIRROR, else from the
@@ -45,6 +46,20 @@ def sample_maildir() -> Path:
 @pytest.fixture(scope="session")
 def sample_mbox() -> Path:
     return SAMPLE / "mbox"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, sample_maildir) -> Path:
+    """A model trained on the sample Maildir, one per test module (a module that
+    changes its model defines its own)."""
+    from cli_helpers import run
+
+    path = tmp_path_factory.mktemp("model") / "model.joblib"
+    result = run(
+        "train", "-m", path, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    assert result.exit_code == 0, result.output
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -13,16 +13,6 @@ import pytest
 from cli_helpers import assert_one_line_error, run, run_json
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory, sample_maildir):
-    path = tmp_path_factory.mktemp("classify") / "model.joblib"
-    result = run(
-        "train", "-m", path, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
-    )
-    assert result.exit_code == 0, result.output
-    return path
-
-
 def test_one_tab_separated_line_per_message(model, sample_mbox):
     result = run("classify", "-m", model, sample_mbox / "spam.mbox", sample_mbox / "ham.mbox")
     assert result.exit_code == 0, result.output

@@ -15,16 +15,6 @@ from spamnb import tokens
 from spamnb.pipe import DEFAULT_MAX_SIZE
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory, sample_maildir):
-    path = tmp_path_factory.mktemp("pipe") / "model.joblib"
-    result = run(
-        "train", "-m", path, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
-    )
-    assert result.exit_code == 0, result.output
-    return path
-
-
 def sample_messages(sample_maildir: Path, label: str) -> list[bytes]:
     return [p.read_bytes() for p in sorted((sample_maildir / label / "cur").iterdir())]
 

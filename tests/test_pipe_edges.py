@@ -19,16 +19,6 @@ from spamnb.pipe import EXIT_ERROR, HeaderRenamer, write_all
 from spamnb.pipe import run as run_pipe
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory, sample_maildir):
-    path = tmp_path_factory.mktemp("edges") / "model.joblib"
-    result = run(
-        "train", "-m", path, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
-    )
-    assert result.exit_code == 0, result.output
-    return path
-
-
 def piped(message: bytes, model: Path, max_size: int) -> tuple[int, bytes, str]:
     stdout, stderr = io.BytesIO(), io.StringIO()
     status = run_pipe(io.BytesIO(message), stdout, stderr, model, max_size=max_size)

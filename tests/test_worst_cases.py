@@ -177,16 +177,6 @@ def test_a_huge_header_is_read_for_its_first_words_only():
 # ---------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def model(tmp_path_factory, sample_maildir):
-    path = tmp_path_factory.mktemp("worst") / "model.joblib"
-    result = run(
-        "train", "-m", path, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
-    )
-    assert result.exit_code == 0, result.output
-    return path
-
-
 CLI_CASES = {
     "50 MB of text": lambda: text_message(50 * MB, b"hello world spam eggs\n"),
     "10,000 MIME parts": lambda: many_parts(10_000),
