@@ -40,10 +40,10 @@ Supported sources and how a PATH is recognised when no format is forced
     ...`` that also carries the delivery date as every mbox writer puts it there (a
     weekday, then month, day and ``hh:mm`` time, see _ENVELOPE_DATE), and after which
     comes a header field (past any "From " or ">From " lines: a wrapped message's
-    own envelope line). Requiring the date and the header keeps a
-    body line such as "From the desk of ...", "From our Monday meeting at 10:30" or
-    "From Bob: Mon Jan 6 meeting moved to 10:30" in a single message from turning
-    it into an mbox. Messages are split at the same envelope lines (and at the
+    own envelope line, which starts the message, unquoted). Requiring the date and
+    the header keeps a body line such as "From the desk of ...", "From our Monday
+    meeting at 10:30" or "From Bob: Mon Jan 6 meeting moved to 10:30" in a single
+    message from turning it into an mbox. Messages are split at the same envelope lines (and at the
     first line), so such a body line stays in its message, as in mbox readers
     that check the line (mutt) rather than split at every ``From `` (Python's
     ``mailbox.mbox``, which cut such a message in two and skipped the second part
@@ -180,7 +180,9 @@ def message_id(data: bytes) -> str | None:
     # a second time took a fifth of training.  A plain one-line ASCII field after
     # well-formed header lines reads the same without the parser; anything else
     # (folding, 8-bit bytes, stray CRs, a malformed line before it) goes to it.
-    head = data.lstrip(b"\r\n")
+    from .pipe import unquote_wrapped_envelopes
+
+    head = unquote_wrapped_envelopes(data.lstrip(b"\r\n"))
     end = _HEADER_END.search(head)
     if end is not None:
         head = head[: end.start() + 1]
@@ -279,7 +281,9 @@ def header_value(data: bytes, name: str) -> str | None:
     # Only the header block is parsed, so a large attachment costs nothing. Blank
     # lines before the headers are allowed by _mail_problem, but the parser would
     # take the first one as the end of an empty header block.
-    head = data.lstrip(b"\r\n")
+    from .pipe import unquote_wrapped_envelopes
+
+    head = unquote_wrapped_envelopes(data.lstrip(b"\r\n"))
     end = _HEADER_END.search(head)
     if end is not None:
         head = head[: end.start() + 1]
@@ -957,6 +961,15 @@ def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Itera
 def _mbox_message(lines: list[bytes]) -> bytes:
     if lines and lines[-1] == b"\n":
         lines.pop()
+    if lines and lines[0].startswith(b">From "):
+        # A wrapped message's own envelope line, quoted by the program that wrapped it
+        # (see _envelope_at): it is the message's first line, unquoted, as it was
+        # before (quoted, the message did not start as mail and was skipped).
+        wrapped = 1
+        while wrapped < len(lines) and lines[wrapped].startswith((b"From ", b">From ")):
+            wrapped += 1
+        if wrapped < len(lines) and _FIELD_LINE.match(lines[wrapped]):
+            lines[:wrapped] = [line.removeprefix(b">") for line in lines[:wrapped]]
     return b"".join(lines)
 
 

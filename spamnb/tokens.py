@@ -1665,6 +1665,10 @@ def _parse(data: bytes) -> email.message.Message:
     _MAX_MIME_DEPTH are not opened, and mail too deeply nested for feedparser's time
     (see _MAX_FEEDPARSER_WORK) raises ValueError.
     """
+    if data.startswith(b"From "):
+        from .pipe import unquote_wrapped_envelopes
+
+        data = unquote_wrapped_envelopes(data)
     text = data.decode("ascii", "surrogateescape")
     try:
         fields_re = _HEADER_FIELDS_RE if "\r" in text else _LF_HEADER_FIELDS_RE

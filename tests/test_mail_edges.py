@@ -48,13 +48,48 @@ def test_a_from_line_of_prose_after_a_blank_line_starts_no_message(tmp_path):
     ],
 )
 def test_envelope_lines_mbox_writers_write_start_messages(tmp_path, second):
-    # Only detection is pinned for the quoted case: read, its second message is
-    # skipped as not mail, its first line being the quoted envelope.
     box = write(
         tmp_path / "box", ENVELOPE + b"Subject: 1\n\nbody\n\n" + second + b"Subject: 2\n\nb\n"
     )
     assert detect_format(box) == "mbox"
-    assert sources(box)[0] == "box:1"
+    assert sources(box) == ["box:1", "box:2"]
+
+
+# A message as its sender wrote it, then stored by a program that put its own envelope
+# line before the one it came with, kept or quoted as an mbox body line is quoted.
+WRAPPED = b"Subject: hello there\nMessage-ID: <m@x>\n\nbody words\n"
+OWN_ENVELOPE = b"From c@d Mon Jan  6 10:29:00 2025\n"
+
+
+@pytest.mark.parametrize("own", [OWN_ENVELOPE, b">" + OWN_ENVELOPE])
+def test_a_wrapped_message_is_the_message_it_wraps(tmp_path, own):
+    from spamnb.mail import message_id
+    from spamnb.pipe import header_block_end
+    from spamnb.tokens import tokenize
+
+    as_file = ENVELOPE + own + WRAPPED
+    box = write(tmp_path / "box", ENVELOPE + b"Subject: 1\n\nb\n\n" + as_file)
+    in_box = [item.data for item in iter_messages(box)]
+    # Read from the mbox, the quoted envelope line was the message's first line, and
+    # the message was skipped as not mail.
+    assert in_box[1] == OWN_ENVELOPE + WRAPPED
+    # Given as a file, its header was read as body: no Message-ID, no Subject tokens.
+    for data in (as_file, in_box[1]):
+        assert message_id(data) == "<m@x>"
+        assert message_digest(data) == message_digest(WRAPPED)
+        assert data[header_block_end(data) :] == b"\nbody words\n"
+        assert "subject:hello" in tokenize(data)
+        assert set(tokenize(data)) - set(tokenize(WRAPPED)) <= {
+            "defect:MisplacedEnvelopeHeaderDefect"
+        }
+
+
+def test_a_quoted_from_line_not_followed_by_a_header_stays_body():
+    from spamnb.pipe import header_block_end, unquote_wrapped_envelopes
+
+    data = ENVELOPE + b">From the desk of Bob\nhello\n"
+    assert unquote_wrapped_envelopes(data) is data
+    assert header_block_end(data) == len(ENVELOPE)
 
 
 @pytest.mark.parametrize(

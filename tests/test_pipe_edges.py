@@ -209,3 +209,16 @@ def test_an_interrupt_while_writing_a_scored_message_is_one_line_and_exit_3(mode
     assert status == EXIT_ERROR
     (line,) = stderr.getvalue().splitlines()
     assert line.startswith("spamnb: interrupted while writing the message")
+
+
+def test_the_verdict_of_a_wrapped_message_goes_after_its_header():
+    from spamnb.pipe import insert_header
+
+    message = (
+        b"From a@b Mon Jan  6 10:30:00 2025\n>From c@d Mon Jan  6 10:29:00 2025\n"
+        b"Subject: hi\n\nbody\n"
+    )
+    # Its header had been taken for body, and the verdict went before it.
+    assert insert_header(message, "X-Spamnb", "Ham").endswith(
+        b"Subject: hi\nX-Spamnb: Ham\n\nbody\n"
+    )
