@@ -300,11 +300,17 @@ class NaiveBayes:
         Unsmoothed (alpha=0) a word can have p=1, whose absence is impossible: such
         "certain" words are kept out of the sums (their log(1-p) is -inf) and counted
         instead, so that a message lacking one scores -inf rather than inf - inf.
+        Smoothed, no word is certain: log(1-p) is worked out from the counts, as log p
+        is, since 1 - p rounds to 0 once k is below 1e-16 of a class's messages (a word
+        in every spam at k=1e-15 was certain, and k=1e-320 gave NaN scores; review 20).
         """
         active = self.active_features()
         log_p = self.feature_log_prob()
-        with np.errstate(divide="ignore"):
-            log_not_p = np.log1p(-np.exp(log_p))
+        totals = self.class_counts[:, None].astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_not_p = np.log(totals - self.doc_counts + self.alpha) - np.log(
+                totals + 2 * self.alpha
+            )
         certain = np.isneginf(log_not_p) & active
         log_not_p[certain | ~active] = 0.0
         weights = log_p - log_not_p

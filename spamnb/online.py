@@ -178,7 +178,7 @@ class _IncrementalNaiveBayes:
         totals = self.class_counts[rows]
         with np.errstate(divide="ignore", invalid="ignore"):
             log_p = np.log(doc_counts + self.alpha) - np.log(totals + 2 * self.alpha)
-            log_not_p = np.log1p(-np.exp(log_p))
+            log_not_p = np.log(totals - doc_counts + self.alpha) - np.log(totals + 2 * self.alpha)
         return log_p, log_not_p
 
     def _absent_sums(self) -> tuple[np.ndarray, np.ndarray]:

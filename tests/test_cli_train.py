@@ -942,21 +942,37 @@ def test_a_flat_spam_score_is_warned_of(tmp_path, sample_maildir, monkeypatch):
 
 
 def test_a_model_the_pipe_cannot_score_through_a_table_is_warned_of(tmp_path, sample_maildir):
-    # Bernoulli at k=1e-15 holds certainties: no table is written, and --pipe gave most
-    # mail no score (status 3, deferred by the procmail recipe) without a word from
-    # train (review 9).
-    certain = train_sample(
-        tmp_path / "b.joblib", sample_maildir, "--event-model", "bernoulli", "--alpha", "1e-15"
-    )
+    # An unsmoothed Bernoulli model holds certainties: no table is written, and --pipe
+    # gave most mail no score (status 3, deferred by the procmail recipe) without a word
+    # from train (review 9).  k=0 is the library's alone: the command line takes k > 0.
+    path = tmp_path / "b.joblib"
+    assert train_sample(path, sample_maildir, "--event-model", "bernoulli").exit_code == 0
+    unsmoothed = load(path)
+    unsmoothed.model.alpha = 0.0
+    save(unsmoothed, path)
+    more = tmp_path / "more.eml"
+    more.write_bytes(b"Subject: one more\n\nnew ham words\n")
+    certain = run("train", "-m", path, "--ham", more)
     assert certain.exit_code == 0
     assert not (tmp_path / "b.joblib.table").exists()
     (line,) = [line for line in certain.stderr.splitlines() if "no pipe scoring table" in line]
-    assert "k=1e-15" in line and "bernoulli" in line
-    smoothed = train_sample(
-        tmp_path / "s.joblib", sample_maildir, "--event-model", "bernoulli", "--alpha", "0.01"
-    )
+    assert "k=0" in line and "bernoulli" in line
+
+
+@pytest.mark.parametrize("alpha", ["1e-15", "1e-320"])
+def test_a_bernoulli_model_at_a_tiny_k_has_no_certainties(tmp_path, sample_maildir, alpha):
+    # 1 - p of a word in every spam rounded to 0 below k = 1e-16 of the spam's count:
+    # at 1e-15 a certainty (no table, and most piped mail unscored), at 1e-320 NaN
+    # scores that classify printed as 'nan' with status 0 (reviews 9, 20).  Lidstone's
+    # estimate has none at any k > 0.
+    path = tmp_path / "s.joblib"
+    smoothed = train_sample(path, sample_maildir, "--event-model", "bernoulli", "--alpha", alpha)
     assert smoothed.exit_code == 0 and (tmp_path / "s.joblib.table").exists()
     assert "no pipe scoring table" not in smoothed.stderr
+    classified = run("classify", "-m", path, sample_maildir, "--json")
+    assert classified.exit_code == 0
+    scores = [json.loads(line)["spam_score"] for line in classified.stdout.splitlines()]
+    assert scores and all(score is not None and 0 <= score <= 1 for score in scores)
 
 
 def test_a_model_reached_through_a_link_is_not_warned_of_a_missing_table(tmp_path, sample_maildir):
