@@ -1096,9 +1096,9 @@ def train(
 
 def no_pipe_table_warning(spam_filter: SpamFilter, path: Path) -> None:
     """Warn that a model of spam and other mail was saved without the pipe filter's
-    table: some weights are certainties (k too small for the Bernoulli model), and
-    --pipe cannot score the mail they decide (review 9: train said nothing, and the
-    procmail recipe deferred most mail)."""
+    table: some weights are certainties (an unsmoothed model, k=0, which only the
+    library makes), and --pipe cannot score the mail they decide (review 9: train said
+    nothing, and the procmail recipe deferred most mail)."""
     from .paths import table_path
 
     if (
@@ -1753,6 +1753,14 @@ def evaluate(
             else:
                 where = "over a file in" if os.path.exists(output) else "into"
             raise fail(f"{option} {output} would write {where} {given}, which this run reads")
+    if (
+        predictions_path is not None
+        and report_path is not None
+        and open_descriptor(predictions_path) is None
+        and os.path.realpath(predictions_path) == os.path.realpath(report_path)
+    ):
+        # The report was written last, over the predictions (review 20).
+        raise fail(f"--predictions and --report both name {predictions_path}")
     items, labels = read_labelled(pairs, mail_format, recursive)
     copies = {"copies": 0, "relabelled": 0}
     if spam_filter is None and not online:
@@ -2046,7 +2054,10 @@ def write_predictions(path: Path, items: Sequence[MailItem], scored: Any) -> Non
             scored.predicted[row],
         ]
         for values in (spam_probability, scored.decision, scored.score):
-            cells.append("" if values is None else f"{float(values[row]):.6g}")
+            # Every digit the number has (repr's shortest form that reads back the same
+            # float): six significant digits wrote every score above 0.9999995 as 1,
+            # where tune's cut-offs have six decimals (review 20).
+            cells.append("" if values is None else repr(float(values[row])))
         lines.append("\t".join(cells))
     write_text_atomically(path, "\n".join(lines) + "\n")
 
@@ -2119,6 +2130,8 @@ def write_text_atomically(path: Path, text: str) -> None:
     if descriptor is not None:
         try:
             write_to_descriptor(descriptor, data)
+        except BrokenPipeError:
+            raise  # the reader went away: click ends the command quietly (review 20)
         except OSError as exc:
             raise fail(f"cannot write {path}: {exc.strerror or exc}") from None
         return

@@ -146,14 +146,18 @@ class MailItem:
 def display_source(source: str) -> str:
     """``source`` as it should be printed in one field of tab-separated output.
 
-    Unchanged when every character is printable; otherwise (a control character
-    such as a newline or tab, a Unicode separator or format character, or an
-    undecodable byte kept as a surrogate escape) its ``repr()``.
+    Unchanged unless it holds what :func:`spamnb.words.printable` escapes (a control
+    character such as a newline or tab, a bidirectional control, a line separator, or
+    an undecodable byte kept as a surrogate escape); then its ``repr()``.  Joiners and
+    non-breaking spaces, which Persian, Indic and emoji names need, leave a name as it
+    is (str.isprintable() made such names literals; review 20).
     """
     # A file name may hold any byte but "/" and NUL. repr() keeps the field on one
     # line, escapes what a terminal would act on, and makes the printed text
     # encodable even when the name was not valid in the file-system encoding.
-    return source if source.isprintable() else repr(source)
+    from .words import printable
+
+    return source if printable(source) == source else repr(source)
 
 
 def _show(path: str | os.PathLike[str]) -> str:

@@ -8,6 +8,8 @@ import csv
 import math
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -683,3 +685,44 @@ def test_order_without_online_is_refused(sample_maildir):
     for protocol in (["--folds", "3"], ["--test-size", "0.3"]):
         result = run(*sample_args(sample_maildir), *protocol, "--order", "date")
         assert_one_line_error(result, "--order", "--online")
+
+
+def test_predictions_give_every_digit_of_their_numbers(tmp_path, sample_maildir):
+    # Six significant digits wrote every score above 0.9999995 as 1, which a cut-off
+    # from tune (six decimals) could not be applied to (review 20).
+    predictions = tmp_path / "p.tsv"
+    result = run(*sample_args(sample_maildir), "--test-size", "0.3", "--predictions", predictions)
+    assert result.exit_code == 0
+    cells = [
+        row[name]
+        for row in read_predictions(predictions)
+        for name in ("spam_probability", "decision", "spam_score")
+    ]
+    assert cells and all(repr(float(cell)) == cell for cell in cells)
+    assert any(len(cell.lstrip("-0.").replace(".", "")) > 6 for cell in cells)
+
+
+def test_predictions_and_report_may_not_name_one_file(tmp_path, sample_maildir):
+    # The report was written last, over the predictions, without a word (review 20).
+    same = tmp_path / "out"
+    result = run(
+        *sample_args(sample_maildir), "--test-size", "0.3", "--predictions", same,
+        "--report", same,
+    )  # fmt: skip
+    assert_one_line_error(result, "--predictions and --report both name")
+    assert not same.exists()
+
+
+def test_predictions_to_a_reader_that_went_away_end_quietly(sample_maildir):
+    # 'Error: cannot write /dev/stdout: Broken pipe', where README says such output
+    # ends the command quietly with status 1 (review 20).
+    args = [*sample_args(sample_maildir), "--test-size", "0.3", "--predictions", "/dev/stdout"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spamnb", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    process.stdout.close()
+    stderr = process.stderr.read()
+    assert process.wait() == 1
+    assert stderr == b""

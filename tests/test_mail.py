@@ -1176,3 +1176,11 @@ def test_format_dir_reads_every_file_of_an_mh_folder(tmp_path: Path) -> None:
         write(folder / name, message(name))
     assert [Path(i.source).name for i in collect(folder)] == ["1"]
     assert sorted(Path(i.source).name for i in collect(folder, "dir")) == [",2", "1", "notes.eml"]
+
+
+def test_display_source_keeps_names_with_joiners() -> None:
+    # Persian and emoji names need the zero-width joiner and non-joiner; str.isprintable
+    # made such a name a Python literal in the TSV (review 20).
+    for name in ("w/x\u200dy.eml", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"):
+        assert display_source(name) is name
+    assert display_source("a\u202eb") == repr("a\u202eb")

@@ -222,3 +222,13 @@ def test_the_verdict_of_a_wrapped_message_goes_after_its_header():
     assert insert_header(message, "X-Spamnb", "Ham").endswith(
         b"Subject: hi\nX-Spamnb: Ham\n\nbody\n"
     )
+
+
+@pytest.mark.parametrize("name", ["X-Spamnb ", "X-Spamnb\t", "From "])
+def test_a_header_name_with_a_blank_at_its_end_is_refused_on_both_roads(model, name):
+    # It wrote "X-Spamnb : Spam", which a recipe's ^X-Spamnb: never matches (review 20).
+    message = b"Subject: hi\n\nbody\n"
+    args = ["classify", "-p", "-m", str(model), "--header-name", name]
+    assert run(*args, input=message).exit_code != 0
+    piped = pipe_subprocess(args, message)
+    assert piped.returncode == EXIT_ERROR and piped.stdout == message
