@@ -344,12 +344,16 @@ def evaluate_online(
         min_count=model.min_count,
         on_step=on_step,
     )
+    # The classes in the order the mail was read, as a split's model has them: the
+    # stream's order listed ham first in every table of an Enron1 run (reviews 10, 20).
+    classes = list(dict.fromkeys(labels))
+    columns = [result.classes.index(label) for label in classes]
     scored = Scored(
         indices=order,
         labels=ordered_labels,
         predicted=list(result.predicted),
-        classes=list(result.classes),
-        proba=result.proba,
+        classes=classes,
+        proba=result.proba[:, columns],
         decision=result.decision,
     )
     # Before a message, the model has seen only those that came first: the baseline a

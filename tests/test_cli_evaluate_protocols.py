@@ -148,6 +148,22 @@ def test_online_order_by_name_follows_enron_numbers(tmp_path):
     assert order == sorted(names)
 
 
+def test_online_lists_the_classes_in_the_order_the_mail_was_read(tmp_path):
+    # A stream that starts with ham listed ham first in every table, where a split of
+    # the same command line lists spam first (reviews 10, 20).
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    for number, kind in enumerate(["ham", "spam", "ham", "spam"], start=1):
+        body = "cheap pills now" if kind == "spam" else "meeting notes attached"
+        path = folder / f"{number:04d}.2000-01-0{number}.x.{kind}.txt"
+        path.write_bytes(f"Subject: message {number}\n\n{body}\n".encode())
+    spam = sorted(folder.glob("*spam*"))
+    ham = sorted(folder.glob("*ham*"))
+    report = run_json("evaluate", "--online", "--spam", *spam, "--ham", *ham)
+    assert report["classes"] == report["confusion_matrix"]["classes"] == ["spam", "ham"]
+    assert list(report["per_class"]) == ["spam", "ham"]
+
+
 def test_online_warns_when_the_order_gives_each_class_in_one_block(tmp_path, sample_maildir):
     # An mbox's messages are named box:N, so name order reads one mbox a class as two
     # blocks, and the run never meets ham after its first spam (review 8).
