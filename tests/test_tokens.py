@@ -927,6 +927,32 @@ VERSION_6_CASES = {
         {"url:evil.example", "urlpath:html"},
         {"url:evil.example,", "urlpath:html!"},
     ),
+    "an HTML part's own charset": (
+        b"Content-Type: text/html\n\n<meta charset=koi8-r><p>\xf0\xd2\xc9\xd7\xc5\xd4</p>",
+        {"\u043f\u0440\u0438\u0432\u0435\u0442"},
+        {"charset:undeclared-8bit"},
+    ),
+    "a line break in a link": (
+        b'Content-Type: text/html\n\n<a href="http://evil.\nexample/">x</a>',
+        {"url:evil.example"},
+        {"url:evil"},
+    ),
+    "an IPv6 link host": (
+        b"Subject: s\n\nsee http://[2001:db8::1]/x now\n",
+        {"url:ip"},
+        {"url:[2001"},
+    ),
+    "an attachment named in its Content-Type": (
+        b'Content-Type: multipart/mixed; boundary="b"\n\n--b\nContent-Type: text/plain\n\nhi\n'
+        b'--b\nContent-Type: application/octet-stream; name="setup.exe"\n\nxx\n--b--\n',
+        {"filename:ext:exe", "attachment:application/octet-stream"},
+        set(),
+    ),
+    "a forwarded message's Subject": (
+        b"Content-Type: message/rfc822\n\nSubject: inner words\n\nbody\n",
+        {"inner", "words", "body"},
+        set(),
+    ),
     "a percent-encoded link host": (
         b'Content-Type: text/html\n\n<a href="http://%65vil.example/">x</a>'
         b'<a href="http://%31%32%37.0.0.1/">y</a>',
@@ -955,3 +981,9 @@ def test_links_in_an_html_parts_text_are_not_link_tokens():
     # Tried in version 6 and not kept (docs/accuracy.md).
     data = b"Content-Type: text/html\n\n<p>Go to http://pills.example/ now</p>"
     assert "url:pills.example" not in tokenize(data)
+
+
+def test_an_html_body_named_in_its_content_type_is_still_read():
+    # The name gives its kind of file, but without a disposition it is no attachment.
+    data = b'Content-Type: text/html; name="x.html"\n\n<p>visible words</p>'
+    assert {"filename:ext:html", "visible", "words"} <= set(tokenize(data))
