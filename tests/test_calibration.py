@@ -103,6 +103,16 @@ def test_platt_needs_both_classes():
         fit_platt(np.array([1.0, 2.0]), np.array([True, True]))
 
 
+def test_platt_leaves_out_infinite_log_odds():
+    # An unsmoothed model (k=0) scores a message with a word one class never had as
+    # -inf or inf; one such score must not decide the fit of all the others (review 18).
+    log_odds = np.array([-1.0, 0.5, 0.2, 1.0, 2.0, -0.3])
+    is_spam = np.array([False, False, True, True, True, False])
+    finite = fit_platt(log_odds, is_spam)
+    with_infinite = fit_platt(np.r_[log_odds, -np.inf, np.inf], np.r_[is_spam, False, True])
+    assert with_infinite == finite
+
+
 def held_out_scores(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """2,000 ham and 1,000 spam scores, mostly at their own ends; then all scores and
     which are spam."""
@@ -127,6 +137,18 @@ def test_the_default_cutoffs_let_through_at_most_two_in_a_thousand_ham():
     ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam)
     assert (ham >= spam_cutoff).sum() == 4  # 0.2% of 2,000 ham: the lowest such cut
     assert (spam <= ham_cutoff).sum() <= 10  # 1% of 1,000 spam
+
+
+def test_the_default_ham_cutoff_calls_at_most_one_percent_of_spam_ham():
+    # README: the ham cut-off is the highest that calls at most 1% of the spam ham. Of
+    # 100 spam one may score at or below it, not two (with 10 ham the unsure-ham bound,
+    # from 100 ham, does not raise it) (review 18).
+    spam = np.linspace(0.2, 0.99, 100)
+    scores = np.r_[spam, np.full(10, 0.01)]
+    is_spam = np.r_[np.ones(100, bool), np.zeros(10, bool)]
+    ham_cutoff, _ = choose_cutoffs(scores, is_spam)
+    assert ham_cutoff == np.nextafter(spam[1], -np.inf)
+    assert (spam <= ham_cutoff).sum() == 1
 
 
 def test_spam_that_reads_like_ham_does_not_make_most_ham_unsure():
@@ -176,6 +198,18 @@ def test_a_score_of_099_is_always_spam():
     scores = np.concatenate([ham, spam])
     is_spam = np.concatenate([np.zeros(1000, bool), np.ones(500, bool)])
     assert choose_cutoffs(scores, is_spam)[1] == 0.99
+
+
+def test_ham_scoring_under_0001_is_ham_whatever_spam_scores_lower():
+    # The ham cut-off is kept at 0.001 or more: one spam scoring 0.00001 would
+    # otherwise pull it under every ham scoring below 0.001, and they would all be
+    # Unsure (review 18).
+    ham = np.array([2e-4, 5e-4, 8e-4])
+    scores = np.r_[ham, 1e-5, 0.9, 0.95]
+    is_spam = np.r_[np.zeros(3, bool), np.ones(3, bool)]
+    ham_cutoff, spam_cutoff = choose_cutoffs(scores, is_spam)
+    assert (ham_cutoff, spam_cutoff) == (0.001, 0.5)
+    assert [verdict_of(score, ham_cutoff, spam_cutoff) for score in ham] == ["Ham"] * 3
 
 
 def test_platt_on_many_well_separated_scores_is_the_minimum():
@@ -269,6 +303,19 @@ def test_length_normalisation_divides_the_evidence_and_keeps_its_sign():
         assert score == pytest.approx(float(expected))
     # Lengths below one (no known token) count as one rather than blowing up.
     assert calibration.decision(np.array([3.0]), np.array([0.0])) == pytest.approx([3.0])
+
+
+def test_train_calibrates_log_odds_divided_by_length_to_the_three_quarters(sample_maildir):
+    # README: x is the log-odds divided by L^0.75, the exponent that ranked mail best in
+    # cross-validation (calibration.py); the model stores it and scores by it (review 18).
+    spam_filter, token_lists, labels = sample_tokens(sample_maildir)
+    assert spam_filter.fit_calibration(token_lists, labels)
+    calibration = spam_filter.calibration
+    assert calibration.length_exponent == 0.75
+    _, log_odds, lengths = spam_filter.score_tokens(token_lists)
+    x = log_odds / np.maximum(lengths, 1) ** 0.75
+    expected = 1 / (1 + np.exp(-(calibration.slope * x + calibration.intercept)))
+    np.testing.assert_allclose(calibration.score(log_odds, lengths), expected, rtol=1e-12)
 
 
 def test_calibrations_stored_before_the_exponent_keep_their_raw_map():

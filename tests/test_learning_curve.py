@@ -115,6 +115,19 @@ def test_synthetic_given_sizes_are_sorted_and_deduplicated():
     assert list(dict.fromkeys(r["train_n"] for r in rows)) == [3, 10, len(train)]
 
 
+def test_the_first_size_holding_every_class_is_a_default_size():
+    # One ham among 50: the stratified order puts it 25th, so the sample of 25 is the
+    # first to hold both classes and the curve's first point; it must be kept (review 18).
+    token_lists, labels = synthetic(60, 60)
+    spam = [i for i, label in enumerate(labels) if label == "spam"]
+    ham = [i for i, label in enumerate(labels) if label == "ham"]
+    train, test = spam[:49] + ham[:1], spam[49:55] + ham[1:7]
+    order = np.asarray(train)[_nested_order([labels[i] for i in train], 0)]
+    assert [labels[i] for i in order].index("ham") == 24
+    rows = learning_curve(token_lists, labels, train, test, event_models=["boolean"])
+    assert [row["train_n"] for row in rows] == [25, 50]
+
+
 def test_sample_corpus(sample_maildir):
     token_lists, labels = sample_corpus(sample_maildir)
     train, test = stratified_split(labels, 0.3, seed=0)

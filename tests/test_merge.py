@@ -264,6 +264,19 @@ def test_a_calibration_fitted_on_other_scores_is_not_taken(sample):
     assert merge_filters(ranked).calibration == ranked[1].calibration
 
 
+def test_merging_models_never_calibrated_leaves_no_calibration_out(sample):
+    # merge warns that a calibration was left out only when some model had one: models
+    # never calibrated, even of other scoring settings, lose nothing (review 18).
+    from spamnb.merge import calibration_left_unfitted
+
+    _, token_lists, labels, _ = sample
+    filters = [trained_on(token_lists[i::2], labels[i::2]) for i in range(2)]
+    filters[1].model.event_model = "multinomial"
+    assert not any(f.calibration.fitted_on for f in filters)
+    assert not calibration_left_unfitted(filters)
+    assert merge_filters(filters).calibration == Calibration()
+
+
 def test_cut_offs_set_by_hand_in_the_first_model_are_kept(sample):
     _, token_lists, labels, _ = sample
     filters = [trained_on(token_lists[i::2], labels[i::2]) for i in range(2)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import zlib
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import scipy.sparse as sp
 from corpus_fixtures import assert_same_calibration, sample_messages, synthetic_corpus
 
+from spamnb import mistakes as mistakes_module
 from spamnb.calibration import LENGTH_EXPONENT
 from spamnb.counts import Vocabulary, count_matrix, presence
 from spamnb.filter import SpamFilter, message_digest
@@ -22,6 +24,7 @@ from spamnb.mistakes import (
     MistakeTable,
     block_sums,
     class_rows,
+    content_keys,
     content_order,
 )
 from spamnb.paths import ModelFileError
@@ -95,6 +98,67 @@ def test_training_equals_scoring_each_message_from_the_counts(seed):
     assert copies.max() == PASSES
 
 
+def three_messages() -> sp.csr_matrix:
+    """Presence rows of spam {a, b}, ham {c} and spam {a}: walked in this order, the
+    first two are added (an empty table, then an unknown word: margin 0), and the
+    third's margin is worked out below from README's formula."""
+    return presence(count_matrix([["a", "b"], ["c"], ["a"]], Vocabulary(), grow=True))
+
+
+def margin_of_a(vocabulary_size: int) -> float:
+    """The margin of spam {a} against a table of spam {a, b} and ham {c}, smoothed over
+    ``vocabulary_size`` tokens: log P(a|spam) - log P(a|ham), over 1 known token."""
+    spam = math.log((1 + ALPHA) / (2 + ALPHA * vocabulary_size))
+    ham = math.log(ALPHA / (1 + ALPHA * vocabulary_size))
+    return spam - ham
+
+
+def test_a_margin_just_under_four_is_added():
+    # README: a copy is added while the table's margin is at most 4. Spam {a} has
+    # 3.94 here; with a smaller margin the table would hold less of the hard mail
+    # than the margin chosen by cross-validation (review 18).
+    assert 3.9 < margin_of_a(3) < 4
+    table = MistakeTable()
+    table.fit_shape(2, 3)
+    copies = table.train(three_messages(), np.array([0, 1, 0]), order=np.arange(3))
+    assert copies.tolist() == [1, 1, 1]
+
+
+def test_a_margin_equal_to_MARGIN_is_added_alone_and_in_a_block(monkeypatch):
+    # "At most MARGIN", in both scoring paths: a message with no word the table knows
+    # has margin exactly 0, so at MARGIN 0 it is added, whether scored alone (the
+    # first two) or in a block after a message the table gets right (review 18).
+    monkeypatch.setattr(mistakes_module, "MARGIN", 0.0)
+    P = presence(count_matrix([["a"], ["b"], ["a"], ["a"], ["c"]], Vocabulary(), grow=True))
+    table = MistakeTable()
+    table.fit_shape(2, P.shape[1])
+    copies = table.train(P, np.array([0, 1, 0, 0, 1]), order=np.arange(5))
+    assert copies.tolist() == [1, 1, 0, 0, 1]
+
+
+def test_the_margin_after_an_addition_smooths_over_the_tables_tokens(monkeypatch):
+    # k|V| with |V| the tokens the table holds (3 after the first two additions), as
+    # the slow loop and scoring smooth; one token too many moves every margin, and a
+    # message between the two margins would not be added (review 18).
+    monkeypatch.setattr(mistakes_module, "MARGIN", (margin_of_a(3) + margin_of_a(4)) / 2)
+    table = MistakeTable()
+    table.fit_shape(2, 3)
+    copies = table.train(three_messages(), np.array([0, 1, 0]), order=np.arange(3))
+    assert copies.tolist() == [1, 1, 1]
+
+
+def test_a_later_run_starts_from_the_tables_tokens(monkeypatch):
+    # The same margin when spam {a} comes in a run of its own, after a run that filled
+    # the table: each run must start smoothing over the tokens the table already holds
+    # (review 18).
+    monkeypatch.setattr(mistakes_module, "MARGIN", (margin_of_a(3) + margin_of_a(4)) / 2)
+    P = three_messages()
+    table = MistakeTable()
+    table.fit_shape(2, 3)
+    assert table.train(P[:2], np.array([0, 1]), order=np.arange(2)).tolist() == [1, 1]
+    assert table.train(P[2:], np.array([0]), order=np.arange(1)).tolist() == [1]
+
+
 def test_block_sums_equal_the_sparse_product_with_empty_rows_anywhere():
     rng = np.random.default_rng(4)
     P = presence(sp.random(600, 30, density=0.15, format="csr", random_state=4))
@@ -141,6 +205,17 @@ def test_held_out_scores_equal_a_table_without_those_copies():
     without.add(P[fold], rows[fold], copies[fold], sign=-1)
     np.testing.assert_allclose(held_out, without.joint(P[fold], usable), rtol=1e-12)
     assert not np.allclose(held_out, table.joint(P[fold], usable))
+
+
+def test_taking_back_copies_never_added_leaves_no_negative_count():
+    # A message forgotten after a tokenizer change takes back words its copies never
+    # had: counts stay counts, or log(count + k) of a negative count is NaN and every
+    # score with it too (review 18).
+    table = MistakeTable()
+    table.fit_shape(2, 3)
+    table.add(sp.csr_matrix([[1.0, 1.0, 0.0]]), np.array([0]), np.array([1]))
+    table.add(sp.csr_matrix([[0.0, 1.0, 1.0]]), np.array([0]), np.array([1]), sign=-1)
+    assert table.counts.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]
 
 
 def sample_filter(sample_maildir: Path) -> tuple[SpamFilter, list, list, list]:
@@ -261,6 +336,15 @@ def test_a_damaged_table_is_refused(sample_maildir, tmp_path, damage):
         from_payload(payload, tmp_path / "m")
 
 
+def test_a_table_state_repeating_a_column_is_refused():
+    # Columns are saved strictly increasing; loaded, a repeated one would keep only
+    # its last counts (numpy's assignment), so a damaged file would load as another
+    # table rather than be refused (review 18).
+    state = {"weight": 0.5, "columns": np.array([0, 0]), "counts": np.array([[1, 2], [0, 0]])}
+    with pytest.raises(ValueError, match="does not match"):
+        MistakeTable.from_state(state, 2, 3)
+
+
 def test_calibration_holds_the_table_out(sample_maildir):
     messages, labels = sample_messages(sample_maildir)
     spam_filter = SpamFilter()
@@ -334,6 +418,24 @@ def test_the_table_starts_only_with_a_run_that_brings_every_class():
     news.learn([["news", "letter", "weekly"]] * 3, ["news"] * 3, ["n1", "n2", "n3"])
     assert news.mistakes.counts.shape[0] == 3 and news.mistakes.counts[2].any()
     assert news.mistake_weight() == 0.5
+
+
+def test_forgetting_every_ham_copy_turns_the_table_off():
+    # README: a class with no mail in the table would outvote the others on every rare
+    # token, so the table is used only while every class has a row with some (review 18).
+    token_lists, labels = synthetic_corpus(30, 30, seed=8)
+    digests = [f"d{i}" for i in range(len(labels))]
+    spam_filter = SpamFilter()
+    spam_filter.learn(token_lists, labels, digests)
+    assert spam_filter.mistake_weight() == 0.5
+    ham = [
+        i for i, d in enumerate(digests) if d in spam_filter.mistake_copies and labels[i] == "ham"
+    ]
+    spam_filter.forget([token_lists[i] for i in ham], [digests[i] for i in ham])
+    ham_row = spam_filter.classes.index("ham")
+    assert not spam_filter.mistakes.counts[ham_row].any()
+    assert spam_filter.mistakes.counts.any()
+    assert spam_filter.mistake_weight() == 0.0
 
 
 def test_the_table_is_used_with_the_boolean_model_only(sample_maildir):
@@ -435,6 +537,20 @@ def test_the_content_order_ignores_row_and_column_order_and_message_length():
     assert not (content_order(X, tokens, seed=1) == order).all()
     place = np.argsort(order)
     assert abs(np.corrcoef(place, np.diff(X.indptr))[0, 1]) < 0.1
+
+
+def test_with_digests_the_walk_goes_by_content_and_digests_only_break_ties():
+    # train has digests and evaluate and tune do not: both must walk the mail by its
+    # content, or the same mail would train another table; digests only order
+    # messages with the same tokens (review 18).
+    X = count_matrix([["a"], ["b"], ["c"], ["a"]], Vocabulary(), grow=True)
+    keys = content_keys(X, ["a", "b", "c"]).tolist()
+    digests = ["d3", "d2", "d1", "d0"]
+    order = content_order(X, ["a", "b", "c"], digests=digests).tolist()
+    assert order == sorted(range(4), key=lambda i: (keys[i], digests[i]))
+    assert order != [3, 2, 1, 0]  # by digest alone
+    # The two "a" messages tie: row 3 (d0) before row 0 (d3).
+    assert order.index(3) + 1 == order.index(0)
 
 
 def test_scoring_reads_a_table_narrower_than_the_vocabulary_without_growing_it():

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from spamnb.counts import Vocabulary, count_matrix, used_columns
+from spamnb.counts import Vocabulary, count_matrix, cut_flags, used_columns
 from spamnb.model import EVENT_MODELS, NaiveBayes
+from spamnb.tokens import TokenizerSettings
 
 # A toy training set small enough to compute every probability on paper.
 TRAIN = [
@@ -235,6 +237,16 @@ def test_only_the_copies_that_changed_are_found_changed_whatever_their_order(ord
     assert found([["mailer", "mailer", "cheap"], learnt[1], learnt[2]], changed=known) == [0]
 
 
+def test_a_copy_holding_a_word_its_class_never_had_spares_the_unchanged_copy_beside_it():
+    # A word the vocabulary knows (from ham) but spam never held marks the forwarded
+    # copy as changed, and the shortfall of "mailer" is then its: blaming the unchanged
+    # copy too would overstate forget's count of changed messages (review 18).
+    learnt = [["mailer", "mailer"], ["meeting"]]
+    given = [["mailer", "meeting"], ["mailer", "mailer"]]
+    flags = changed_when_taken_back(learnt, ["spam", "ham"], given, ["spam", "spam"])
+    assert flags == [True, False]
+
+
 def test_equal_takers_of_a_short_token_are_counted_as_few_as_the_shortfall():
     # Two messages learnt with one "mailer" each, then one of them forgotten by a
     # changed copy elsewhere: the class holds one, and two unchanged-looking copies
@@ -264,6 +276,18 @@ def test_taking_back_tokens_never_added_keeps_the_counts_consistent(event_model:
     assert (model.doc_counts >= 0).all()
     log_likelihood = model.joint_log_likelihood(count_matrix([["offer"]], vocabulary, grow=False))
     assert not np.isnan(log_likelihood).any()
+
+
+def test_forgetting_keeps_a_tokens_messages_within_its_occurrences():
+    # Two messages with "a" once, taken back by one copy with "a" twice: the class keeps
+    # a message but no "a", so no message holds it. Left at 1, the boolean model's
+    # count of "a" would run ahead of its occurrences at the next learning (review 18).
+    vocabulary = Vocabulary()
+    model = NaiveBayes().fit(count_matrix([["a"], ["a"]], vocabulary, grow=True), ["spam"] * 2)
+    model.add_counts(count_matrix([["a", "a"]], vocabulary, grow=False), ["spam"], sign=-1)
+    assert (model.class_counts[0], model.token_counts[0, 0], model.doc_counts[0, 0]) == (1, 0, 0)
+    model.add_counts(count_matrix([["a"]], vocabulary, grow=False), ["spam"])
+    assert (model.token_counts[0, 0], model.doc_counts[0, 0]) == (1, 1)
 
 
 def test_three_classes():
@@ -400,6 +424,34 @@ def test_the_cut_of_max_features_does_not_depend_on_the_order_mail_came_in(selec
     assert model.column_tokens is None and model.active_features().sum() == 1
 
 
+def test_max_features_ranks_only_tokens_above_min_count():
+    # x and z occur once, below --min-count 2, but split the classes perfectly (the
+    # highest information gain): the cut must choose among y and w, which min-count
+    # keeps, or it would score tokens min-count left out (review 18).
+    vocabulary = Vocabulary()
+    X = count_matrix([["x", "y", "w", "w"], ["y", "z", "w"]], vocabulary, grow=True)
+    model = NaiveBayes(min_count=2, max_features=1)
+    model.column_tokens = vocabulary.tokens
+    model.add_counts(X, ["spam", "ham"])
+    kept = {vocabulary.tokens[i] for i in np.flatnonzero(model.active_features())}
+    assert len(kept) == 1 and kept <= {"y", "w"}
+
+
+def test_ties_at_the_max_features_cut_go_by_crc32_before_the_tokens_text():
+    # Four tokens of equal merit for two places: the CRC-32 of their text chooses, as
+    # top-odds lists ties; by text the cut would keep whatever sorts first (review 18).
+    tokens = ["p", "q", "r", "s"]
+    vocabulary = Vocabulary()
+    X = count_matrix([tokens, tokens], vocabulary, grow=True)
+    model = NaiveBayes(max_features=2, selection="df")
+    model.column_tokens = vocabulary.tokens
+    model.add_counts(X, ["spam", "ham"])
+    by_crc = sorted(tokens, key=lambda token: zlib.crc32(token.encode()))
+    assert by_crc[:2] != sorted(tokens)[:2]
+    kept = {vocabulary.tokens[i] for i in np.flatnonzero(model.active_features())}
+    assert kept == set(by_crc[:2])
+
+
 @pytest.mark.parametrize("event_model", EVENT_MODELS)
 def test_taking_counts_back_scores_as_if_never_trained(event_model):
     extra = [("spam", "lottery winner lottery"), ("ham", "quarterly board minutes")]
@@ -446,6 +498,40 @@ def test_held_out_scores_equal_those_of_a_copy_without_the_messages(event_model,
         assert (lengths < model.evidence_lengths(fold)).any()
     # The model itself is untouched.
     assert model.class_counts.sum() == 90
+
+
+def test_held_out_scores_with_max_features_rank_the_tokens_anew():
+    # Taking a fold out changes every token's merit, so the cut can keep other tokens;
+    # held-out scores from the whole model's cut would calibrate on scores no model
+    # without the fold gives (review 18).
+    extra = [("spam", "pills offer now"), ("ham", "notes lunch meeting")]
+    vocabulary = Vocabulary()
+    X = count_matrix([text.split() for _, text in TRAIN + extra], vocabulary, grow=True)
+    labels = [label for label, _ in TRAIN + extra]
+    model = NaiveBayes(event_model="multinomial", alpha=1.0, max_features=3).fit(X, labels)
+    fold, fold_labels = X[[0, 3]], [labels[0], labels[3]]
+    without = model.copy()
+    without.add_counts(fold, fold_labels, sign=-1)
+    assert not np.array_equal(without.active_features(), model.active_features())
+    got, lengths = model.held_out_scores(fold, fold_labels)
+    np.testing.assert_allclose(got, without.joint_log_likelihood(fold), rtol=1e-10)
+    np.testing.assert_array_equal(lengths, without.evidence_lengths(fold))
+
+
+def test_held_out_scores_drop_a_token_the_message_alone_lifts_to_min_count():
+    # "a" occurs 4 times, 3 of them in the held-out message: without it, "a" is below
+    # --min-count 2 and no evidence, so only "b" counts in the message (review 18).
+    vocabulary = Vocabulary()
+    texts = ["a a a b", "a c", "b c", "b b c"]
+    X = count_matrix([text.split() for text in texts], vocabulary, grow=True)
+    labels = ["spam", "ham", "spam", "ham"]
+    model = NaiveBayes(event_model="multinomial", alpha=1.0, min_count=2).fit(X, labels)
+    without = model.copy()
+    without.add_counts(X[[0]], ["spam"], sign=-1)
+    assert not without.active_features()[vocabulary.index["a"]]
+    got, lengths = model.held_out_scores(X[[0]], ["spam"])
+    np.testing.assert_allclose(got, without.joint_log_likelihood(X[[0]]), rtol=1e-10)
+    np.testing.assert_array_equal(lengths, [1.0])
 
 
 @pytest.mark.parametrize("event_model", EVENT_MODELS)
@@ -523,3 +609,17 @@ def test_presence_of_counts_with_and_without_repeated_columns():
     present = presence(counts)
     np.testing.assert_array_equal(present.toarray(), [[1, 0, 1], [0, 0, 1]])
     np.testing.assert_array_equal(counts.toarray(), [[2, 0, 1], [0, 0, 3]])
+
+
+def test_cut_flags_call_a_message_of_exactly_max_bytes_whole_and_max_tokens_cut():
+    # The tokenizer reads the first max_bytes bytes, so a message of exactly that size
+    # is read whole; it stops at max_tokens, so reaching the cap may have cut it. The
+    # flags feed train's and evaluate's counts of cut mail (review 18).
+    settings = TokenizerSettings()
+    by_size, by_tokens = cut_flags(
+        [settings.max_bytes, settings.max_bytes + 1],
+        [settings.max_tokens - 1, settings.max_tokens],
+        settings,
+    )
+    assert by_size.tolist() == [False, True]
+    assert by_tokens.tolist() == [False, True]

@@ -12,12 +12,15 @@ from spamnb.filter import SpamFilter
 from spamnb.scores import roc_auc, stratified_folds
 from spamnb.tuning import (
     Setting,
+    TuneResult,
     best_row,
     cross_validate,
+    cutoffs_on,
     fp_rate_cutoffs,
     grid_rows,
     make_grid,
     tune,
+    tuning_warnings,
 )
 
 
@@ -170,6 +173,40 @@ def test_the_test_numbers_are_the_chosen_setting_trained_on_the_tuning_part():
     assert len(result.test["cutoffs"]) == len(result.cutoffs)
 
 
+def test_the_final_filter_is_calibrated_as_train_would_on_the_tuning_part():
+    # The cut-off table holds calibrated scores; the test part's rows must apply them
+    # to calibrated scores, as a model trained with those options would give, not to
+    # the raw length-normalised posterior (review 18).
+    token_lists, labels = corpus()
+    setting = Setting("boolean", 0.01, 0)
+    result = tune(token_lists, labels, [setting], folds=3, seed=0, test_size=0.3)
+    spam_filter = SpamFilter()
+    setting.apply(spam_filter.model)
+    tune_tokens = [token_lists[i] for i in result.tuned_on]
+    tune_labels = [labels[i] for i in result.tuned_on]
+    copies = spam_filter.train_tokens(tune_tokens, tune_labels)
+    spam_filter.fit_calibration(tune_tokens, tune_labels, mistake_copies=copies)
+    assert spam_filter.calibration.fitted_on == len(result.tuned_on)
+    assert result.final_filter.calibration == spam_filter.calibration
+    _, log_odds, lengths = spam_filter.score_tokens([token_lists[i] for i in result.test_indices])
+    is_spam = np.array([labels[i] == "spam" for i in result.test_indices])
+    scores = spam_filter.calibration.score(log_odds, lengths)
+    assert result.test["cutoffs"] == cutoffs_on(result.cutoffs, scores, is_spam)
+
+
+def test_the_cutoff_table_is_the_chosen_settings_not_the_first():
+    # The table is for the setting tune recommends; the first setting of the grid
+    # (here a poor one) scores the mail otherwise (review 18).
+    token_lists, labels = synthetic_corpus(100, 100, 7)
+    poor, good = Setting("multinomial", 1000.0, 1), Setting("boolean", 0.01, 0)
+    both = tune(token_lists, labels, [poor, good], folds=3, seed=0)
+    assert both.chosen == 1
+    good_alone = tune(token_lists, labels, [good], folds=3, seed=0)
+    poor_alone = tune(token_lists, labels, [poor], folds=3, seed=0)
+    assert good_alone.cutoffs != poor_alone.cutoffs
+    assert both.cutoffs == good_alone.cutoffs
+
+
 def test_tune_needs_spam_and_ham():
     token_lists, labels = corpus()
     with pytest.raises(ValueError, match="spam and ham"):
@@ -255,6 +292,24 @@ def test_ham_scoring_one_leaves_no_cutoff():
     assert row["ham_above"] == 0
 
 
+def test_a_cutoff_of_exactly_one_is_kept_and_catches_spam_scoring_one():
+    # Ham at 0.9999995 leaves 1.0 as the lowest cut-off above it: it stops that ham
+    # and still catches spam scoring 1 (only ham scoring 1 leaves no cut-off) (review 18).
+    (row,) = fp_rate_cutoffs(np.array([0.9999995, 1.0]), np.array([False, True]), [0.0])
+    assert (row["cutoff"], row["spam_caught"], row["ham_above"]) == (1.0, 1, 0)
+
+
+def test_mail_scoring_exactly_the_cutoff_counts_as_at_or_above_it():
+    # Cut-offs are applied as "score >= cut-off" (classify's Spam rule): the table's
+    # counts of ham filed and spam caught must count a score equal to it (review 18).
+    scores = np.array([0.1, 0.3, 0.300001, 0.9])
+    (row,) = fp_rate_cutoffs(scores, np.array([False, False, True, True]), [0.0])
+    assert (row["cutoff"], row["spam_caught"]) == (0.300001, 2)
+    scores = np.array([0.2, 0.200001, 0.9])
+    (row,) = fp_rate_cutoffs(scores, np.array([False, False, True]), [0.5])
+    assert (row["cutoff"], row["ham_above"]) == (0.200001, 1)
+
+
 def test_cutoff_errors():
     with pytest.raises(ValueError, match="both"):
         fp_rate_cutoffs(np.array([0.1, 0.2]), np.array([True, True]), [0.0])
@@ -325,3 +380,20 @@ def test_the_baseline_warning_breaks_ties_as_evaluate_does():
     (warning,) = [w for w in tuning_warnings(result, labels) if w["kind"] == "baseline"]
     # Even classes: the first by name, as majority_baseline (and so evaluate) names it.
     assert "always saying 'ham' (50.00%)" in warning["message"]
+
+
+@pytest.mark.parametrize(("n_spam", "small"), [(199, True), (200, False)])
+def test_a_class_of_200_messages_is_not_too_small(n_spam, small):
+    # README: results are likely misleading with fewer than 200 messages of a class, the
+    # bound evaluate warns by; tune must not warn at exactly 200 (review 18).
+    labels = ["spam"] * n_spam + ["ham"] * 300
+    result = TuneResult(
+        settings=[Setting("boolean", 0.01)],
+        rows=[{"accuracy": 0.99}],
+        chosen=0,
+        cutoffs=[],
+        tuned_on=np.arange(len(labels)),
+        test_indices=np.arange(0),
+    )
+    kinds = [warning["kind"] for warning in tuning_warnings(result, labels)]
+    assert ("small-class" in kinds) is small
