@@ -186,7 +186,7 @@ def message_id(data: bytes) -> str | None:
     # (folding, 8-bit bytes, stray CRs, a malformed line before it) goes to it.
     from .pipe import unquote_wrapped_envelopes
 
-    head = unquote_wrapped_envelopes(data.lstrip(b"\r\n"))
+    head = unquote_wrapped_envelopes(data.removeprefix(b"\xef\xbb\xbf").lstrip(b"\r\n"))
     end = _HEADER_END.search(head)
     if end is not None:
         head = head[: end.start() + 1]
@@ -287,7 +287,7 @@ def header_value(data: bytes, name: str) -> str | None:
     # take the first one as the end of an empty header block.
     from .pipe import unquote_wrapped_envelopes
 
-    head = unquote_wrapped_envelopes(data.lstrip(b"\r\n"))
+    head = unquote_wrapped_envelopes(data.removeprefix(b"\xef\xbb\xbf").lstrip(b"\r\n"))
     end = _HEADER_END.search(head)
     if end is not None:
         head = head[: end.start() + 1]

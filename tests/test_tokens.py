@@ -987,3 +987,46 @@ def test_an_html_body_named_in_its_content_type_is_still_read():
     # The name gives its kind of file, but without a disposition it is no attachment.
     data = b'Content-Type: text/html; name="x.html"\n\n<p>visible words</p>'
     assert {"filename:ext:html", "visible", "words"} <= set(tokenize(data))
+
+
+# Review 22, of version 6 as first written.
+REVIEW_22_CASES = {
+    "a mailing list's footer after a base64 body": (
+        b"Content-Type: text/plain; charset=utf-8\nContent-Transfer-Encoding: base64\n\n"
+        + base64.encodebytes("Café crème brûlée, promotion spéciale.\n".encode())
+        + b"\n____\nFoo mailing list\nhttp://lists.example/listinfo/foo\n",
+        {"café", "crème", "brûlée"},
+        {"charset:lying"},
+    ),
+    "a signature after padding": (
+        b"Content-Transfer-Encoding: base64\n\nSGVsbG8gd29ybGQ=\n-- \nsig\n",
+        {"hello", "world"},
+        set(),
+    ),
+    "a <meta> tag naming UTF-16": (
+        b"Content-Type: text/html\n\n<meta http-equiv='Content-Type' content='text/html; "
+        b"charset=utf-16'><body>Cheap pills caf\xe9 now</body>",
+        {"cheap", "pills"},
+        {"charset:lying"},
+    ),
+    "a <meta> tag naming UTF-7": (
+        b"Content-Type: text/html\n\n<meta charset=utf-7><body>Cheap pills caf\xe9 now</body>",
+        {"cheap", "pills"},
+        set(),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REVIEW_22_CASES)
+def test_version_6_reads_what_its_first_form_garbled(case):
+    data, present, absent = REVIEW_22_CASES[case]
+    tokens = set(tokenize(data))
+    assert present <= tokens
+    assert not absent & tokens
+
+
+@pytest.mark.parametrize("host", ["%0a%20evil.com", "%40good.com", "x.com%00", "%2f%2fa.com"])
+def test_a_host_that_decodes_to_what_no_host_holds_stays_as_written(host):
+    data = b'Content-Type: text/html\n\n<a href="http://' + host.encode() + b'/">x</a>'
+    links = [token for token in tokenize(data) if token.startswith("url:")]
+    assert links == ["url:" + host.lower()]

@@ -126,6 +126,20 @@ WORST_CASES = {
     "5 MB of random bytes": (lambda: random.Random(7).randbytes(5 * MB), 2, 9),
     # 0.00 s, 3.0x.
     "5 MB of NULs": (lambda: bytes(5 * MB), 1, 4),
+    # 0.7 s: the slowest markup there is, read to three times the text budget
+    # (version 6 read a megabyte of it, 2.5 s, and ten with max_bytes=0, 28 s).
+    "10 MB of hostile HTML markup": (
+        lambda: b"Content-Type: text/html\n\n" + b'<a b=">"' * (10 * MB // 8) + b' x="',
+        2,
+        4,
+    ),
+    # 0.05 s, 14x (feedparser reads message/rfc822): the forwarded message's Subject
+    # is cut before it is decoded (0.5 s, decoded whole).
+    "a 1 MB Subject in a message/rfc822": (
+        lambda: RFC822 + b"Subject: " + b"\xe9a " * (MB // 3) + b"\n\nbody\n",
+        0.3,
+        20,
+    ),
 }
 
 
