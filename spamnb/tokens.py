@@ -150,6 +150,16 @@ def _pattern(pattern: str, flags: int = 0) -> re.Pattern[str]:
 
 
 _WORD_EDGE_PUNCTUATION = "\"'`.,;:!?()[]{}<>*_-=~|/\\#%&+"
+# The same, and the punctuation of typeset and East Asian text: curly quotes, guillemets,
+# ellipses and dashes, and full-width and ideographic marks ("\u201cfree\u201d" and
+# "wait\u2026" were words of their own beside "free" and "wait"; version 6, review 17).
+# Used only for text that is not ASCII.
+_WIDE_EDGE_PUNCTUATION = _WORD_EDGE_PUNCTUATION + (
+    "\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb\u2039\u203a"
+    "\u2026\u2010\u2011\u2012\u2013\u2014\u2015\u00a1\u00bf\u00b7"
+    "\u3001\u3002\u300c\u300d\u300e\u300f\u3010\u3011\u3014\u3015\u3008\u3009\u300a\u300b"
+    "\uff01\uff08\uff09\uff0c\uff0e\uff1a\uff1b\uff1f\uff5e\u30fb"
+)
 # The URL, www and money patterns match exactly what their plain forms in the comments
 # (version 2) match, but each starts with a set of characters instead of the assertion
 # \b, which lets the regex engine skip ahead to the few places where a match can begin
@@ -179,11 +189,12 @@ _CODE_MONEY = (
 )
 # An amount before a currency word may start at any digit after a comma, and each such
 # start scanned the rest of its run of digits and commas for the word: quadratic in a
-# long "1,1,1,..." (40 kB of it took 77 s).  Bounded to 32 characters (enough for
-# "1,000,000,000,000,000,000,000,000"), each start's scan is short.  Only a longer
-# run, which no corpus message has, reads differently: from a later start (a smaller
-# amount) or not at all.
-_WORD_AMOUNT = r"[\d,]{0,31}(?:\.\d+)?"
+# long "1,1,1,..." (40 kB of it took 77 s).  Bounded to 33 characters with its first
+# digit (enough for "1,000,000,000,000,000,000,000,000"; it was one short, review 17),
+# each start's scan is short.  Only a longer run, which no corpus message has, reads
+# differently: from a later start (after a comma, so money:0 for "000,...") or not at
+# all.
+_WORD_AMOUNT = r"[\d,]{0,32}(?:\.\d+)?"
 _AMOUNT_WORD_MONEY = rf"(?<=\d)(?<!\w.){_WORD_AMOUNT}\s?(?i:usd|eur|gbp|dollars|euros|pounds)\b"
 _MONEY_RE = _pattern(rf"[$€£¥uUeEgG\d](?:{_SYMBOL_MONEY}|{_CODE_MONEY}|{_AMOUNT_WORD_MONEY})")
 _MONEY_WITHOUT_CODES_RE = _pattern(rf"[$€£¥\d](?:{_SYMBOL_MONEY}|{_AMOUNT_WORD_MONEY})")
@@ -249,7 +260,8 @@ def _split_words(text: str) -> _Split:
     stripped; those stripped words case folded, joined by single spaces; and whether
     every character folded to exactly one."""
     raws = text.split()
-    words = [raw.strip(_WORD_EDGE_PUNCTUATION) for raw in raws]
+    edges = _WORD_EDGE_PUNCTUATION if text.isascii() else _WIDE_EDGE_PUNCTUATION
+    words = [raw.strip(edges) for raw in raws]
     # Casefolding works character by character and never makes or removes a space
     # (checked over all of Unicode), so the folded words are this joined string split
     # at its spaces: one call for the text instead of one per word.  The words are
@@ -663,7 +675,9 @@ _ATTRIBUTE_RE = _pattern(
     (?:\s|/(?!>))*""",
     re.VERBOSE,
 )
-_COMMENT_END_RE = _pattern(r"--\s*>")
+# Where a browser ends a comment (the HTML standard): "-->" or "--!>", not html.parser's
+# "-- >", which hid text a reader never sees ends (version 6).
+_COMMENT_END_RE = _pattern(r"--!?>")
 _DECLARATION_NAME_RE = _pattern(r"[a-zA-Z][-_.a-zA-Z0-9]*\s*")
 _MARKED_SECTION_END_RE = _pattern(r"]\s*]\s*>")
 _MS_MARKED_SECTION_END_RE = _pattern(r"]\s*>")
@@ -843,12 +857,18 @@ def _html_slow_step(
                 if tag in _BREAK_TAGS:
                     append(" ")
     elif markup.startswith("<!--", i):
-        m = _COMMENT_END_RE.search(markup, i + 4) if i + 4 < absent[1] else None
-        if m:
-            k = m.end()
+        if markup.startswith((">", "->"), i + 4):
+            # An empty comment to a browser ("<!-->", "<!--->"), where html.parser
+            # looked for an end further on and hid the visible text between (version
+            # 6: "<!-->cheap pills<!-- x -->" read no words; review 17).
+            k = i + 5 if markup[i + 4] == ">" else i + 6
         else:
-            k = -1
-            absent[1] = min(absent[1], i + 4)
+            m = _COMMENT_END_RE.search(markup, i + 4) if i + 4 < absent[1] else None
+            if m:
+                k = m.end()
+            else:
+                k = -1
+                absent[1] = min(absent[1], i + 4)
     elif markup.startswith("<![", i):
         try:
             k = _marked_section_end(markup, i, absent)
@@ -1107,11 +1127,26 @@ def _header_text(value: object) -> str:
     except Exception:  # noqa: BLE001 - a broken encoded word is kept as written
         return raw
     out = []
+    last_encoded = last_blank = False
     for chunk, charset in parts:
         if isinstance(chunk, bytes):
             chunk, _ = _decode_bytes(chunk, charset)
+        encoded = charset not in (None, "us-ascii")
+        # A blank between an encoded word and plain text, as the library's
+        # str(make_header(...)) puts one where neither side has it: a folded field's
+        # next line lost its leading blank, and "R=E9union?=" then "demain" on the next
+        # line read "réuniondemain" (version 6, review 17).
+        if (
+            out
+            and chunk
+            and encoded != last_encoded
+            and not (last_blank if encoded else chunk[:1].isspace())
+        ):
+            out.append(" ")
+        if chunk:
+            last_encoded, last_blank = encoded, chunk[-1:].isspace()
         out.append(chunk)
-    text = "".join(out) if len(parts) > 1 else (out[0] if out else "")
+    text = "".join(out) if len(out) > 1 else (out[0] if out else "")
     if isinstance(value, email.header.Header) and "=?" in text:
         # A value with raw 8-bit bytes comes wrapped as one unknown-8bit word, so the
         # encoded words inside it come out of the first decoding as written.
@@ -1505,8 +1540,10 @@ def _field_name(name: str) -> str:
 
 _BASE64_NOISE_RE = _pattern(r"[^A-Za-z0-9+/=]+")
 # How much of an HTML part's markup is read for each character of its text budget: a
-# newsletter of 120 kB of tables, or an image of 100 kB inline before the text, fits.
-_MARKUP_PER_TEXT = 3
+# newsletter of 120 kB of tables, or an image of 100 kB inline before the text, fits,
+# and the slowest markup there is takes 0.3 s and 36 MB of the start-tag pattern's
+# state (three times took 0.7 s and 54 MB).
+_MARKUP_PER_TEXT = 2
 
 
 # A line of base64 and nothing else, padding and blanks allowed.
@@ -1674,6 +1711,10 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
             # body hid all of it (version 4).
             append("attachment:" + ctype)
             continue
+        if budget <= 0:
+            # Text the budget leaves unread (a part it ran out at the end of).
+            append("body:truncated")
+            break
         payload = _part_payload(part, cte)
         text, trouble = _decode_bytes(payload, charset)
         if subtype == "html" and not charset and trouble and (meta := _meta_charset(payload)):
@@ -1688,12 +1729,15 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
             # its end, and an inline image of 100 kB all of it (version 6).  The
             # markup has a bound of its own, since hostile markup costs 2.5 us a
             # character (review 22: a megabyte took 2.5 s).
-            visible, links, tags = _html_to_text(text[: budget * _MARKUP_PER_TEXT])
+            markup = text[: budget * _MARKUP_PER_TEXT]
+            visible, links, tags = _html_to_text(markup)
             for host, path in links:
                 tokens += _url_tokens(host, path)
             append(f"html:tags:{min(int(math.log2(tags + 1)), 12)}")
+            cut = len(visible) > budget or len(markup) < len(text)
             text = _without_invisible(visible[:budget])
         else:
+            cut = len(text) > budget
             text = _without_invisible(text[:budget])
         budget -= len(text)
         split = _split_words(text)
@@ -1705,7 +1749,8 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
             _plain_urls(text, split[2], tokens)
         tokens += _words(text, settings, split=split)
         tokens += _text_patterns(text, split)
-        if budget <= 0:
+        if cut:
+            # Only what was cut: a body of exactly the budget said so too (review 17).
             append("body:truncated")
             break
     return tokens
