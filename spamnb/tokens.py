@@ -1124,7 +1124,7 @@ def _header_text(value: object) -> str:
     raw = str(value) if not isinstance(value, email.header.Header) else value.encode()
     try:
         parts = _decode_header(raw)
-    except Exception:  # noqa: BLE001 - a broken encoded word is kept as written
+    except Exception:  # noqa: BLE001 - none known since version 6; the field stays as written
         return raw
     out = []
     last_encoded = last_blank = False
