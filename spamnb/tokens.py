@@ -76,7 +76,8 @@ TOKENIZER_VERSION = 6
 #   while it stops base64 residue, hashes and encoded URLs flooding the vocabulary.
 # - max_text_chars: a message's body is cut here before tokenizing: spam cannot buy
 #   time with size, and the first 100 kB of text carry all the evidence in practice.
-#   An HTML part's is the text a reader sees, its markup bounded by max_bytes.
+#   Of an HTML part, the text a reader sees; the message's HTML markup is read to
+#   twice max_text_chars (_MARKUP_PER_TEXT).
 # - word_pairs: 1 adds each pair of adjacent words as a token ("click here"), the
 #   phrases CRM114's sparse bigrams showed to be strong evidence.  In the same
 #   cross-validation they cut Enron1's errors from 66 to 51 and its ROC AUC loss by
@@ -1131,7 +1132,9 @@ def _header_text(value: object) -> str:
     for chunk, charset in parts:
         if isinstance(chunk, bytes):
             chunk, _ = _decode_bytes(chunk, charset)
-        encoded = charset not in (None, "us-ascii")
+        # (An encoded word in us-ascii too: make_header spaces it from plain text, and
+        # "=?us-ascii?q?cheap?=" then "pills" on the next line read "cheappills".)
+        encoded = charset is not None
         # A blank between an encoded word and plain text, as the library's
         # str(make_header(...)) puts one where neither side has it: a folded field's
         # next line lost its leading blank, and "R=E9union?=" then "demain" on the next
@@ -1539,15 +1542,19 @@ def _field_name(name: str) -> str:
 
 
 _BASE64_NOISE_RE = _pattern(r"[^A-Za-z0-9+/=]+")
-# How much of an HTML part's markup is read for each character of its text budget: a
-# newsletter of 120 kB of tables, or an image of 100 kB inline before the text, fits,
+# How much of a message's HTML markup is read for each character of its text budget:
+# a newsletter of 120 kB of tables, or an image of 100 kB inline before the text, fits,
 # and the slowest markup there is takes 0.3 s and 36 MB of the start-tag pattern's
 # state (three times took 0.7 s and 54 MB).
 _MARKUP_PER_TEXT = 2
 
 
-# A line of base64 and nothing else, padding and blanks allowed.
-_BASE64_LINE_RE = _pattern(r"[\t ]*[A-Za-z0-9+/]+=*[\t \r]*")
+# A line of a second block of base64: 16 characters or more of nothing else, whole
+# groups of four or ending in padding, blanks allowed around ("Thanks" or
+# "Unsubscribe" after the padding is a footer, review 24).
+_BASE64_LINE_RE = _pattern(r"[\t ]*(?:[A-Za-z0-9+/]{4}){4,}(?:[A-Za-z0-9+/]*=+)?[\t \r]*")
+# Where a padded block's end runs on to: padding, then blank lines and blanks.
+_AFTER_PADDING_RE = _pattern(r"=+[\r\n\t ]*")
 
 
 def _lenient_base64(encoded: str) -> bytes:
@@ -1559,18 +1566,22 @@ def _lenient_base64(encoded: str) -> bytes:
     that a mailing list added, read as base64 it made garbage of the part
     (SpamAssassin's spam_2/00853, review 22); it is left out, as binascii left it."""
     out = []
-    rest = encoded
+    start, n = 0, len(encoded)
     while True:
-        padding = rest.find("=")
-        block = _BASE64_NOISE_RE.sub("", rest if padding < 0 else rest[:padding])
+        # By position, not by slicing off what is read: each slice copied the rest, and
+        # a megabyte of short padded lines took 19 s (review 24).
+        padding = encoded.find("=", start)
+        end = n if padding < 0 else padding
+        block = _BASE64_NOISE_RE.sub("", encoded[start:end])
         block = block[: len(block) - len(block) % 4] if len(block) % 4 == 1 else block
         if block:
             out.append(binascii.a2b_base64(block + "=" * (-len(block) % 4)))
         if padding < 0:
             break
-        rest = rest[padding:].lstrip("=").lstrip("\r\n\t ")
-        line = rest.split("\n", 1)[0]
-        if not line or _BASE64_LINE_RE.fullmatch(line) is None:
+        start = _AFTER_PADDING_RE.match(encoded, padding).end()
+        line_end = encoded.find("\n", start)
+        line_end = n if line_end < 0 else line_end
+        if start == line_end or _BASE64_LINE_RE.fullmatch(encoded, start, line_end) is None:
             break
     return b"".join(out)
 
@@ -1624,11 +1635,10 @@ def _meta_charset(payload: bytes) -> str | None:
     codec = _mail_codec(charset)
     if codec is None:
         return None
-    if codec.startswith(("utf-16", "utf_16", "utf-32", "utf_32")):
-        # A tag that could be read was not written in them: browsers read UTF-8.
-        return "utf-8"
-    # Nor in UTF-7 or EBCDIC, which browsers never take from a tag: one 8-bit byte and
-    # such a tag hid every word a reader sees (review 22).
+    # Only charsets that write ASCII as ASCII, as browsers take from a tag: a tag
+    # naming an EBCDIC one, with one 8-bit byte, hid every word a reader sees (review
+    # 22).  (UTF-16 and UTF-32, which browsers read as UTF-8, and UTF-7 never read such
+    # a part anyway: their strict decoding fails on it, or it is UTF-8.)
     sample = "<meta charset=x>"
     try:
         return charset if sample.encode(codec) == sample.encode("ascii") else None
@@ -1658,6 +1668,9 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
     tokens: list[str] = []
     append = tokens.append
     budget = settings.max_text_chars
+    # The message's, not each part's: parts of hidden text spent none of the text
+    # budget, and five of them took four times the markup's bound (review 24).
+    markup_budget = budget * _MARKUP_PER_TEXT
     cap = settings.max_tokens
     for part in msg.walk():
         if cap and len(tokens) >= cap:
@@ -1669,9 +1682,13 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
             if part.get_content_type() == "message/rfc822":
                 # A message forwarded whole: its Subject is text the reader sees, as
                 # mail programs show it above its body (version 6).
-                inner = part.get_payload(0)
-                raw = str(inner.get("subject", ""))[: 4 * _SHORT_TEXT]
-                tokens += _words(_header_text(raw)[:_SHORT_TEXT], settings)
+                subject = part.get_payload(0).get("subject")
+                if subject is not None and len(str(subject)) > 4 * _SHORT_TEXT:
+                    # Cut before it is decoded, which costs with its encoded words; one
+                    # this long with 8-bit bytes too loses them (a shorter one is read
+                    # as the outer Subject is, review 24).
+                    subject = str(subject)[: 4 * _SHORT_TEXT]
+                tokens += _words(_header_text(subject)[:_SHORT_TEXT], settings)
             continue
         ctype = part.get_content_type()
         # get_content_type() always has one "/" (else it is text/plain).
@@ -1711,10 +1728,6 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
             # body hid all of it (version 4).
             append("attachment:" + ctype)
             continue
-        if budget <= 0:
-            # Text the budget leaves unread (a part it ran out at the end of).
-            append("body:truncated")
-            break
         payload = _part_payload(part, cte)
         text, trouble = _decode_bytes(payload, charset)
         if subtype == "html" and not charset and trouble and (meta := _meta_charset(payload)):
@@ -1729,7 +1742,8 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
             # its end, and an inline image of 100 kB all of it (version 6).  The
             # markup has a bound of its own, since hostile markup costs 2.5 us a
             # character (review 22: a megabyte took 2.5 s).
-            markup = text[: budget * _MARKUP_PER_TEXT]
+            markup = text[:markup_budget]
+            markup_budget -= len(markup)
             visible, links, tags = _html_to_text(markup)
             for host, path in links:
                 tokens += _url_tokens(host, path)

@@ -1002,21 +1002,49 @@ REVIEW_22_CASES = {
         {"hello", "world"},
         set(),
     ),
+    # (Of an even length, which UTF-16 decodes without an error.)
     "a <meta> tag naming UTF-16": (
         b"Content-Type: text/html\n\n<meta http-equiv='Content-Type' content='text/html; "
-        b"charset=utf-16'><body>Cheap pills caf\xe9 now</body>",
+        b"charset=utf-16'><body>Cheap pills caf\xe9 now!</body>",
         {"cheap", "pills"},
         {"charset:lying"},
     ),
-    "a <meta> tag naming UTF-7": (
-        b"Content-Type: text/html\n\n<meta charset=utf-7><body>Cheap pills caf\xe9 now</body>",
+    "a <meta> tag naming EBCDIC": (
+        b"Content-Type: text/html\n\n<meta charset=cp037><body>Cheap pills caf\xe9 now</body>",
         {"cheap", "pills"},
         set(),
+    ),
+    "a <meta> tag naming KOI8-R on UTF-8 text": (
+        "Content-Type: text/html\n\n<meta charset=koi8-r><p>\u043f\u0440\u0438\u0432\u0435\u0442"
+        "</p>".encode(),
+        {"\u043f\u0440\u0438\u0432\u0435\u0442"},
+        set(),
+    ),
+    "a forwarded message's 8-bit Subject": (
+        (
+            "Content-Type: message/rfc822\n\nSubject: R\u00e9union tr\u00e8s importante\n\nb\n"
+        ).encode(),
+        {"r\u00e9union", "tr\u00e8s"},
+        set(),
+    ),
+    "an empty part after a body of exactly the budget": (
+        b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\n"
+        + b"a" * 99_997
+        + b" zz\n--b\nContent-Type: text/plain\n\n\n--b--\n",
+        {"zz"},
+        {"body:truncated"},
+    ),
+    "HTML markup past twice the budget": (
+        b"Content-Type: text/html\n\n<p>seen</p>" + b"<br>" * 60_000 + b"<p>unseen</p>",
+        {"seen", "body:truncated"},
+        {"unseen"},
     ),
 }
 
 
-@pytest.mark.parametrize("host", ["%0a%20evil.com", "%40good.com", "x.com%00", "%2f%2fa.com"])
+@pytest.mark.parametrize(
+    "host", ["%0a%20evil.com", "%40good.com", "x.com%00", "%2f%2fa.com", "%2541.com"]
+)
 def test_a_host_that_decodes_to_what_no_host_holds_stays_as_written(host):
     data = b'Content-Type: text/html\n\n<a href="http://' + host.encode() + b'/">x</a>'
     links = [token for token in tokenize(data) if token.startswith("url:")]
@@ -1051,6 +1079,9 @@ REVIEW_17_CASES = {
         ("=?utf-8?q?a?= =?utf-8?q?b?=", "ab"),
         ("=?utf-8?q?x?=tail", "x tail"),
         ("Hello =?utf-8?q?w=C3=B6rld?= again", "Hello w\u00f6rld again"),
+        # An encoded word in us-ascii is spaced from plain text too (review 24).
+        ("=?US-ASCII?Q?Re=3A_cheap?=\r\n pills now", "Re: cheap pills now"),
+        ("Hello\n =?us-ascii?q?world?=", "Hello world"),
     ],
 )
 def test_encoded_words_are_spaced_as_the_library_spaces_them(field, expected):
