@@ -1560,9 +1560,9 @@ _AFTER_PADDING_RE = _pattern(r"=+[\r\n\t ]*")
 def _lenient_base64(encoded: str) -> bytes:
     """Base64 read as far as it goes, as mail programs read it: noise left out, a last
     character that cannot make a byte dropped (binascii raised for it, and the text
-    stayed encoded, then one coarse token), and after padding another block if base64
-    alone follows on the next line that has anything (two encoded bodies run
-    together), where binascii stopped (version 6).  Text after padding is a footer
+    stayed encoded, then one coarse token), and after padding another block if the
+    next line that has anything is a line of base64 (two encoded bodies run together),
+    where binascii stopped (version 6).  Text after padding is a footer
     that a mailing list added, read as base64 it made garbage of the part
     (SpamAssassin's spam_2/00853, review 22); it is left out, as binascii left it."""
     out = []
@@ -1620,7 +1620,7 @@ _BOUNDARY_DEFECTS = (
 
 # A charset an HTML document names itself, as a browser looks for one: in a <meta> tag
 # within its first 1,024 bytes.
-_META_CHARSET_RE = re.compile(rb"""(?i)<meta[^>]{0,512}?charset\s*=\s*["']?\s*([-\w.:]{1,64})""")
+_META_CHARSET_RE = _pattern(rb"""(?i)<meta[^>]{0,512}?charset\s*=\s*["']?\s*([-\w.:]{1,64})""")
 
 
 def _meta_charset(payload: bytes) -> str | None:
