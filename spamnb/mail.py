@@ -172,6 +172,17 @@ _MESSAGE_ID_FIELD = re.compile(rb"^message-id:", re.I | re.M)
 _PLAIN_LINE = re.compile(rb"([\x20-\x7e\t]*)\r?\n(?![ \t])")
 
 
+def _header_block(data: bytes) -> bytes:
+    """The lines a header parser reads of ``data``: past a UTF-8 byte-order mark and
+    blank lines, a wrapped message's quoted envelope lines unquoted (so both readers
+    below agree with the tokenizer), up to the first empty line."""
+    from .pipe import unquote_wrapped_envelopes
+
+    head = unquote_wrapped_envelopes(data.removeprefix(b"\xef\xbb\xbf").lstrip(b"\r\n"))
+    end = _HEADER_END.search(head)
+    return head if end is None else head[: end.start() + 1]
+
+
 def message_id(data: bytes) -> str | None:
     """The Message-ID header of the raw message ``data``, for printing on one line.
 
@@ -184,12 +195,7 @@ def message_id(data: bytes) -> str | None:
     # a second time took a fifth of training.  A plain one-line ASCII field after
     # well-formed header lines reads the same without the parser; anything else
     # (folding, 8-bit bytes, stray CRs, a malformed line before it) goes to it.
-    from .pipe import unquote_wrapped_envelopes
-
-    head = unquote_wrapped_envelopes(data.removeprefix(b"\xef\xbb\xbf").lstrip(b"\r\n"))
-    end = _HEADER_END.search(head)
-    if end is not None:
-        head = head[: end.start() + 1]
+    head = _header_block(data)
     if b"message-id" not in head.lower():
         return None  # the parser reads no more than this block, so it finds none either
     field = _MESSAGE_ID_FIELD.search(head)
@@ -285,12 +291,7 @@ def header_value(data: bytes, name: str) -> str | None:
     # Only the header block is parsed, so a large attachment costs nothing. Blank
     # lines before the headers are allowed by _mail_problem, but the parser would
     # take the first one as the end of an empty header block.
-    from .pipe import unquote_wrapped_envelopes
-
-    head = unquote_wrapped_envelopes(data.removeprefix(b"\xef\xbb\xbf").lstrip(b"\r\n"))
-    end = _HEADER_END.search(head)
-    if end is not None:
-        head = head[: end.start() + 1]
+    head = _header_block(data)
     try:
         value = BytesHeaderParser(policy=policy.compat32).parsebytes(head).get(name)
         if value is None:
