@@ -1550,9 +1550,11 @@ _MARKUP_PER_TEXT = 2
 
 
 # A line of a second block of base64: 16 characters or more of nothing else, whole
-# groups of four or ending in padding, blanks allowed around ("Thanks" or
-# "Unsubscribe" after the padding is a footer, review 24).
-_BASE64_LINE_RE = _pattern(r"[\t ]*(?:[A-Za-z0-9+/]{4}){4,}(?:[A-Za-z0-9+/]*=+)?[\t \r]*")
+# groups of four or ending in padding (_is_base64_line), blanks allowed around
+# ("Thanks" or "Unsubscribe" after the padding is a footer, review 24).  Each part
+# takes characters no other can: groups of four as a repeat made the engine try
+# every split of a long line that failed, and 160,000 characters took 22 s (review 25).
+_BASE64_LINE_RE = _pattern(r"[\t ]*([A-Za-z0-9+/]{16,})(=*)[\t \r]*")
 # Where a padded block's end runs on to: padding, then blank lines and blanks.
 _AFTER_PADDING_RE = _pattern(r"=+[\r\n\t ]*")
 
@@ -1581,7 +1583,8 @@ def _lenient_base64(encoded: str) -> bytes:
         start = _AFTER_PADDING_RE.match(encoded, padding).end()
         line_end = encoded.find("\n", start)
         line_end = n if line_end < 0 else line_end
-        if start == line_end or _BASE64_LINE_RE.fullmatch(encoded, start, line_end) is None:
+        line = _BASE64_LINE_RE.fullmatch(encoded, start, line_end)
+        if line is None or not (len(line[1]) % 4 == 0 or line[2]):
             break
     return b"".join(out)
 
@@ -1636,9 +1639,10 @@ def _meta_charset(payload: bytes) -> str | None:
     if codec is None:
         return None
     # Only charsets that write ASCII as ASCII, as browsers take from a tag: a tag
-    # naming an EBCDIC one, with one 8-bit byte, hid every word a reader sees (review
-    # 22).  (UTF-16 and UTF-32, which browsers read as UTF-8, and UTF-7 never read such
-    # a part anyway: their strict decoding fails on it, or it is UTF-8.)
+    # naming an EBCDIC one or UTF-16 (which decodes a body of even length without an
+    # error), with one 8-bit byte, hid every word a reader sees (review 22).  UTF-7
+    # passes this check but never reads such a part: its strict decoding fails on the
+    # 8-bit bytes that brought the tag into use.
     sample = "<meta charset=x>"
     try:
         return charset if sample.encode(codec) == sample.encode("ascii") else None
@@ -1685,9 +1689,10 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
                 subject = part.get_payload(0).get("subject")
                 if subject is not None and len(str(subject)) > 4 * _SHORT_TEXT:
                     # Cut before it is decoded, which costs with its encoded words; one
-                    # this long with 8-bit bytes too loses them (a shorter one is read
-                    # as the outer Subject is, review 24).
-                    subject = str(subject)[: 4 * _SHORT_TEXT]
+                    # this long with 8-bit bytes too loses them, as blanks (a shorter
+                    # one is read as the outer Subject is, review 24; left as U+FFFD,
+                    # they came out beside encoded words as the text "\ufffd", review 25).
+                    subject = str(subject).replace("\ufffd", " ")[: 4 * _SHORT_TEXT]
                 tokens += _words(_header_text(subject)[:_SHORT_TEXT], settings)
             continue
         ctype = part.get_content_type()

@@ -997,6 +997,16 @@ REVIEW_22_CASES = {
         {"café", "crème", "brûlée"},
         {"charset:lying"},
     ),
+    "a one-word line after padding": (
+        b"Content-Transfer-Encoding: base64\n\nSGVsbG8gd29ybGQ=\nThanks\n",
+        {"hello", "world"},
+        {"charset:undeclared-8bit"},
+    ),
+    "an eleven-letter line after padding": (
+        b"Content-Transfer-Encoding: base64\n\nSGVsbG8gd29ybGQ=\nUnsubscribe\n",
+        {"hello", "world"},
+        {"charset:undeclared-8bit"},
+    ),
     "a signature after padding": (
         b"Content-Transfer-Encoding: base64\n\nSGVsbG8gd29ybGQ=\n-- \nsig\n",
         {"hello", "world"},
@@ -1027,6 +1037,13 @@ REVIEW_22_CASES = {
         {"r\u00e9union", "tr\u00e8s"},
         set(),
     ),
+    "a long forwarded Subject of 8-bit bytes and encoded words": (
+        b"Content-Type: message/rfc822\n\nSubject: =?utf-8?q?caf=C3=A9?= pills "
+        + b"\xe9t\xe9 " * 300
+        + b"\n\nb\n",
+        {"caf\u00e9", "pills"},
+        {"ufffdt", "\\ufffdt"},
+    ),
     "an empty part after a body of exactly the budget": (
         b"Content-Type: multipart/mixed; boundary=b\n\n--b\nContent-Type: text/plain\n\n"
         + b"a" * 99_997
@@ -1034,8 +1051,9 @@ REVIEW_22_CASES = {
         {"zz"},
         {"body:truncated"},
     ),
+    # (Of tags that show nothing: the text budget alone does not cut it.)
     "HTML markup past twice the budget": (
-        b"Content-Type: text/html\n\n<p>seen</p>" + b"<br>" * 60_000 + b"<p>unseen</p>",
+        b"Content-Type: text/html\n\n<p>seen</p>" + b"<b>" * 80_000 + b"<p>unseen</p>",
         {"seen", "body:truncated"},
         {"unseen"},
     ),

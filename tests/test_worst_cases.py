@@ -149,6 +149,14 @@ WORST_CASES = {
         0.5,
         10,
     ),
+    # 0.003 s: a long line after padding that is not base64 is rejected in one pass
+    # (groups of four in the pattern made the engine try every split: 22 s for
+    # 160,000 characters; review 25).
+    "a 1 MB line after padded base64": (
+        lambda: b"Content-Transfer-Encoding: base64\n\nAAAA=\n" + b"Q" * MB + b"!\n",
+        0.5,
+        4,
+    ),
     # 0.3 s, 19x (the start-tag pattern's state for the markup read, a bound of its
     # own): the markup's bound is the message's, not each part's (five parts of hidden
     # text, spending none of the text budget, took 1.2 s; review 24).
