@@ -686,13 +686,16 @@ def iter_labelled(
                 yield item, label
         except MailSourceError as exc:
             here = len(skipped) - skipped_before  # this path's, not the ones before it
-            note = f" ({here:,} skipped as not mail, e.g. {skipped[-1]})" if here else ""
+            note = f" ({here:,} skipped as not mail or deleted, e.g. {skipped[-1]})" if here else ""
             if not recursive and not here and subfolders_left_out(path):
                 note = " (its subfolders are read with --recursive)"
             raise fail(f"{exc}{note}") from None
     if skipped:
         what = "file or message" if len(skipped) == 1 else "files or messages"
-        warn(f"skipped {len(skipped):,} {what} that could not be read as mail, e.g. {skipped[0]}")
+        warn(
+            f"skipped {len(skipped):,} {what} that could not be read as mail or are "
+            f"marked deleted, e.g. {skipped[0]}"
+        )
     if repeated:
         warn(f"read {_count(repeated, 'message')} more than once (overlapping paths); counted once")
 
@@ -875,6 +878,11 @@ class InterruptibleGroup(click.Group):
             when = f" {exc.args[0]}" if exc.args and isinstance(exc.args[0], str) else ""
             click.echo(f"\nspamnb: interrupted{when}", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        except MemoryError:
+            # One line, as for any failure (a limit set by ulimit or a container);
+            # nothing is half-written, as above.
+            click.echo("spamnb: out of memory", err=True)
+            raise click.exceptions.Exit(1) from None
 
 
 @click.group(cls=InterruptibleGroup, context_settings={"help_option_names": ["-h", "--help"]})

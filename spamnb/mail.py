@@ -61,9 +61,10 @@ The PATH ``-`` always means standard input; a file of that name can be given as
 ``./-``. Folders reached through symbolic links are followed, but each real
 folder is read once, so a link loop or a second link cannot repeat messages.
 
-Inside a folder or mbox, messages that do not look like mail are left out and
-reported through ``on_skip(source, reason)``; given directly as PATH, such a file
-is an error. A file "looks like mail" when, after optional blank lines, its first line is a
+Inside a folder or mbox, messages that do not look like mail, or that a mail program
+marked deleted, are left out and reported through ``on_skip(source, reason)``; given
+directly as PATH, a file that is not mail is an error. A file "looks like mail" when,
+after an optional UTF-8 byte-order mark and blank lines, its first line is a
 ``From `` envelope line or starts a header field (``Name:`` with the field name in
 printable ASCII), and NUL bytes make up no more than 1% of its first 4 KB.
 """
@@ -113,6 +114,8 @@ _ENVELOPE_DATE = re.compile(
 # Longest line the envelope pattern may need across a chunk boundary, plus slack;
 # real envelope lines are well under 100 bytes.
 _SCAN_OVERLAP = 512
+# UTF-8's byte-order mark, which some editors put at the start of a saved message.
+_BOM = b"\xef\xbb\xbf"
 # The blank line that ends a header block (LF or CRLF line ends).
 _HEADER_END = re.compile(rb"\n\r?\n")
 # Control characters (Unicode category Cc) that are not whitespace. Whitespace ones
@@ -178,7 +181,7 @@ def _header_block(data: bytes) -> bytes:
     below agree with the tokenizer), up to the first empty line."""
     from .pipe import unquote_wrapped_envelopes
 
-    head = unquote_wrapped_envelopes(data.removeprefix(b"\xef\xbb\xbf").lstrip(b"\r\n"))
+    head = unquote_wrapped_envelopes(data.removeprefix(_BOM).lstrip(b"\r\n"))
     end = _HEADER_END.search(head)
     return head if end is None else head[: end.start() + 1]
 
@@ -338,7 +341,9 @@ def _mail_problem(data: bytes) -> str | None:
     # the sniffed bytes counts as binary.
     if head.count(b"\0") * 100 > len(head):
         return "binary data (contains NUL bytes)"
-    body = head.lstrip(b"\r\n")
+    # Past a UTF-8 byte-order mark, as the tokenizer and the pipe read such a file (a
+    # message saved by an editor on Windows): it was refused as not mail.
+    body = head.removeprefix(_BOM).lstrip(b"\r\n")
     if not body:
         return "only blank lines"
     if not _FIRST_LINE.match(body):
@@ -363,11 +368,12 @@ def _stat(path: str) -> os.stat_result:
 
 
 def _read(path: str) -> bytes:
-    """A message file given as PATH, or a named pipe there (read to a bound), as one
-    message."""
+    """A message file given as PATH, or a named pipe there, as one message, read to a
+    bound: a file of gigabytes read whole ended in a MemoryError's traceback."""
     try:
         with open(path, "rb") as fh:
-            if stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            status = os.fstat(fh.fileno())
+            if stat.S_ISREG(status.st_mode) and status.st_size <= MAX_STREAM_BYTES:
                 return fh.read()
             data = fh.read(MAX_STREAM_BYTES + 1)
     except OSError as exc:
@@ -435,14 +441,15 @@ def _dir_format(path: str) -> str:
 
 
 def _starts_with_from(head: bytes) -> bool:
-    return head.lstrip(b"\r\n").startswith(b"From ")
+    return head.removeprefix(_BOM).lstrip(b"\r\n").startswith(b"From ")
 
 
 def _scan_file(path: str, keep: bool) -> tuple[str, bytes | None]:
     """Tell a single message from an mbox, reading the file at most once.
 
     Returns the format and, when it is "file" and ``keep`` is true, the whole
-    content, so the caller does not have to read the file again.
+    content, so the caller does not have to read the file again (None if it is
+    larger than MAX_STREAM_BYTES, more than a message).
     """
     try:
         with open(path, "rb") as fh:
@@ -457,11 +464,14 @@ def _scan(
     """:func:`_scan_file` of an open file whose first bytes, ``head``, were read (all of
     it, if ``whole``)."""
     if not _starts_with_from(head):
-        return "file", (head + fh.read()) if keep else None
+        if not keep or os.fstat(fh.fileno()).st_size > MAX_STREAM_BYTES:
+            return "file", None
+        return "file", head + fh.read()
     # Start searching after the first envelope line's "From", so that it does not
     # count as a second message.
     start = head.index(b"From ") + 1
-    chunks = [head]
+    chunks: list[bytes] | None = [head] if keep else None
+    kept = len(head)
     window = head
     while True:
         if _has_envelope(window, start):
@@ -469,12 +479,16 @@ def _scan(
         more = b"" if whole else fh.read(_SCAN_CHUNK)
         if not more:
             break
-        if keep:
-            chunks.append(more)
+        if chunks is not None:
+            kept += len(more)
+            if kept <= MAX_STREAM_BYTES:
+                chunks.append(more)
+            else:
+                chunks = None  # more than a message: only whether it is an mbox is asked
         tail = window[-_SCAN_OVERLAP:]
         window = tail + more
         start = 0
-    return "file", b"".join(chunks) if keep else None
+    return "file", b"".join(chunks) if chunks is not None else None
 
 
 def _is_envelope(data: bytes, pos: int = 0) -> bool:
@@ -705,7 +719,8 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
                 skip(source, problem)
                 return
             if not mbox_files:
-                kind, data = "file", head + fh.read()
+                kind = "file"
+                data = head + fh.read() if status.st_size <= MAX_STREAM_BYTES else None
             elif status.st_size > _SCAN_CHUNK:
                 kind, data = _scan(fh, head, keep=True)  # a large mbox is not read whole
             else:
@@ -741,8 +756,9 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
     elif kind == "mbox":
         # A small one was read whole to be told from a message: split from memory.
         yield from _mbox_items(source, io.BytesIO(data), skip)
+    elif data is None:
+        skip(source, f"holds more than {MAX_STREAM_BYTES:,} bytes, more than a message")
     else:
-        assert data is not None
         yield MailItem(source, data)
 
 
@@ -814,6 +830,8 @@ def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterato
         if kind == "file":
             if mh_rules and _is_deleted_mh(entry.name):
                 skip(entry.path, "a deleted MH message")
+            elif _is_editor_copy(entry.name):
+                skip(entry.path, "an editor's backup or autosave file")
             elif not mh or _is_numbered(entry.name):  # as _iter_mh reads an MH folder
                 yield from _iter_member(entry.path, skip, mbox_files=True)
         elif kind == "dir":
@@ -834,6 +852,12 @@ def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterato
 
 def _is_numbered(name: str) -> bool:
     return name.isascii() and name.isdigit()  # int() also takes "²" as a digit
+
+
+def _is_editor_copy(name: str) -> bool:
+    """An editor's backup ("msg~") or autosave ("#msg#") of a file beside it: read as
+    mail, a message edited in a folder was learnt twice, once as it was before."""
+    return name.endswith("~") or (len(name) > 2 and name.startswith("#") and name.endswith("#"))
 
 
 def _is_deleted_mh(name: str) -> bool:
@@ -861,15 +885,57 @@ def _iter_maildir(
         # Maildir file names begin with the delivery time, so sorting by name across
         # cur/ and new/ gives roughly the order in which the mail arrived.
         names.sort()
-        for _, source in names:
-            yield from _iter_member(source, skip)
+        for name, source in names:
+            if _is_trashed(name):
+                skip(source, "a message marked deleted (Maildir flag T)")
+            else:
+                yield from _iter_member(source, skip)
         if recursive:
-            subfolders = [
-                entry.path
-                for entry in _sorted_entries(folder)
-                if entry.name.startswith(".") and _is_maildir(entry.path)
-            ]
+            subfolders = []
+            for entry in _sorted_entries(folder):
+                if not entry.name.startswith(".") or entry.name in (".", ".."):
+                    continue
+                if _is_maildir(entry.path):
+                    subfolders.append(entry.path)
+                elif _is_folder(entry) and (reason := _unreadable(entry.path)):
+                    # Counted, as an unreadable file is: left out unsaid, a .Spam/ that
+                    # could not be read looked like a Maildir with no spam folder.
+                    skip(entry.path, reason)
             folders.extend(reversed(subfolders))
+
+
+def _unreadable(path: str) -> str | None:
+    """Why the folder at ``path`` cannot be listed, or None if it can."""
+    try:
+        with os.scandir(path):
+            return None
+    except OSError as exc:
+        return _os_error(path, exc).reason
+
+
+def _is_trashed(name: str) -> bool:
+    """Whether a Maildir file name carries the T (trashed) flag: a message deleted in
+    the mail program (Dovecot, mutt) and kept until the folder is expunged.  Read as
+    mail, the spam a user deleted from the inbox, and still there, was learnt as ham
+    beside its copy in the junk folder."""
+    _, marker, flags = name.rpartition(":2,")
+    return bool(marker) and "T" in flags
+
+
+_MOZILLA_STATUS_RE = re.compile(rb"(?m)^X-Mozilla-Status:[ \t]*([0-9a-f]{1,8})[ \t]*\r?$")
+# Thunderbird's flag for a message deleted from a local folder, whose bytes stay in the
+# mbox until the folder is compacted (nsMsgMessageFlags::Expunged).
+_MOZILLA_EXPUNGED = 0x8
+
+
+def _is_expunged(data: bytes) -> bool:
+    """Whether a message of an mbox is one Thunderbird deleted and has not compacted
+    away (see _is_trashed for why it is left out)."""
+    # Thunderbird writes the field first, in this case.
+    if data.find(b"X-Mozilla-Status:", 0, _SNIFF_BYTES) < 0:
+        return False
+    found = _MOZILLA_STATUS_RE.search(_header_block(data))
+    return found is not None and bool(int(found[1], 16) & _MOZILLA_EXPUNGED)
 
 
 def _iter_mbox(path: str, skip: SkipHandler, *, after_blank: bool = True) -> Iterator[MailItem]:
@@ -909,6 +975,8 @@ def _mbox_items(
         number += 1
         source = f"{path}:{number}"
         problem = _mail_problem(data)
+        if problem is None and _is_expunged(data):
+            problem = "a message marked deleted (Thunderbird's X-Mozilla-Status)"
         if problem is None:
             yield MailItem(source, data)
         else:
@@ -934,6 +1002,10 @@ def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Itera
     # message's own): only then can another envelope line end it.
     opened = False
     for line in lines:
+        if message is None:
+            # Before the first envelope line: a file's byte-order mark (see
+            # _starts_with_from) would hide it.
+            line = line.removeprefix(_BOM)
         if candidate:
             assert message is not None
             if line.startswith((b"From ", b">From ")):

@@ -597,3 +597,30 @@ def test_a_folder_at_the_tables_path_leaves_the_old_model(tmp_path, sample_maild
     result = run("train", "-m", model, "--spam", sample_maildir / "spam" / "new")
     assert_one_line_error(result, "is a directory")
     assert model.read_bytes() == before
+
+
+def test_running_out_of_memory_is_one_line_and_leaves_the_model(
+    tmp_path, sample_maildir, monkeypatch
+):
+    # Under a ulimit or a container's limit, a MemoryError ended in a traceback.
+    model = tmp_path / "model.joblib"
+    assert (
+        run(
+            "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+        ).exit_code
+        == 0
+    )
+    before = model.read_bytes()
+
+    def no_memory(*args, **kwargs):
+        raise MemoryError
+
+    import spamnb.training
+
+    monkeypatch.setattr(spamnb.training, "learn_counted", no_memory)
+    result = run(
+        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
+    )
+    assert result.exit_code == 1
+    assert_one_line_error(result, "spamnb: out of memory")
+    assert model.read_bytes() == before

@@ -1184,3 +1184,158 @@ def test_display_source_keeps_names_with_joiners() -> None:
     for name in ("w/x\u200dy.eml", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645"):
         assert display_source(name) is name
     assert display_source("a\u202eb") == repr("a\u202eb")
+
+
+# --- mail a program marked deleted, editor copies, and files larger than mail -------
+
+
+def test_maildir_messages_marked_trashed_are_skipped_and_counted(tmp_path: Path) -> None:
+    # Dovecot and mutt mark a deleted message "T" until the folder is expunged; read as
+    # mail, the spam a user moved out of the inbox was learnt as ham.
+    box = tmp_path / "Maildir"
+    write(box / "cur" / "1.M1P1.host,S=90:2,ST", message("deleted"))
+    write(box / "cur" / "2.M2P2.host,S=90:2,T", message("deleted too"))
+    write(box / "cur" / "3.M3P3.hosT:2,S", message("kept: T in the host name"))
+    write(box / "cur" / "4.M4P4.host:2,FS", message("kept"))
+    write(box / "new" / "5.M5P5.hostT", message("kept: no flags yet"))
+    skipped, on_skip = skips_recorder()
+    read = [item.data for item in collect(box, on_skip=on_skip)]
+    assert [m.split(b"Subject: ")[1].split(b"\n")[0] for m in read] == [
+        b"kept: T in the host name",
+        b"kept",
+        b"kept: no flags yet",
+    ]
+    assert sorted(Path(source).name for source, _ in skipped) == [
+        "1.M1P1.host,S=90:2,ST",
+        "2.M2P2.host,S=90:2,T",
+    ]
+    assert {reason for _, reason in skipped} == {"a message marked deleted (Maildir flag T)"}
+
+
+def thunderbird_message(number: int, status: str, body: str = "") -> bytes:
+    return (
+        f"From - Tue Mar  4 09:12:44 2025\nX-Mozilla-Status: {status}\n"
+        f"X-Mozilla-Status2: 00000000\nFrom: a{number}@example.org\n"
+        f"Message-ID: <{number}@example.org>\nSubject: m{number}\n\nbody {number}\n{body}\n"
+    ).encode()
+
+
+def test_thunderbird_messages_marked_expunged_are_skipped_and_counted(tmp_path: Path) -> None:
+    # Thunderbird keeps a deleted message's bytes in the mbox until the folder is
+    # compacted, flagged 0x0008 in X-Mozilla-Status.
+    statuses = ["0001", "0009", "0008", "000b", "0000", "0005"]
+    inbox = write(
+        tmp_path / "Inbox",
+        b"".join(
+            thunderbird_message(n, status, "X-Mozilla-Status: 0009" if n == 5 else "")
+            for n, status in enumerate(statuses)
+        ),
+    )
+    skipped, on_skip = skips_recorder()
+    kept = [message_id(item.data) for item in collect(inbox, on_skip=on_skip)]
+    # Only the header's field counts: message 5 quotes a deleted one's in its body.
+    assert kept == ["<0@example.org>", "<4@example.org>", "<5@example.org>"]
+    assert [source for source, _ in skipped] == [f"{inbox}:{n}" for n in (2, 3, 4)]
+    assert {reason for _, reason in skipped} == {
+        "a message marked deleted (Thunderbird's X-Mozilla-Status)"
+    }
+
+
+def test_a_message_file_after_a_byte_order_mark_is_mail(tmp_path: Path) -> None:
+    # An editor on Windows saves one; the tokenizer and the pipe read past it, and the
+    # readers refused the file as not mail.
+    bom = b"\xef\xbb\xbf"
+    single = write(tmp_path / "saved.eml", bom + message("saved"))
+    assert [item.data for item in collect(single)] == [bom + message("saved")]
+    assert [item.data for item in collect(tmp_path)] == [bom + message("saved")]
+    assert [item.data for item in collect("-", stdin=io.BytesIO(bom + message("x")))] == [
+        bom + message("x")
+    ]
+    envelope = b"From a@example.org Tue Mar  4 09:12:44 2025\n"
+    mbox = write(
+        tmp_path / "box" / "saved.mbox",
+        bom + envelope + message("one") + b"\n" + envelope + message("two"),
+    )
+    assert [item.data for item in collect(mbox)] == [message("one"), message("two")]
+
+
+def test_editor_backups_and_autosaves_in_a_folder_are_skipped(tmp_path: Path) -> None:
+    folder = tmp_path / "saved"
+    write(folder / "m1.eml", message("current"))
+    write(folder / "m1.eml~", message("before the edit"))
+    write(folder / "#m2.eml#", message("autosaved"))
+    write(folder / "#12", message("named with a hash"))
+    skipped, on_skip = skips_recorder()
+    assert sorted(Path(i.source).name for i in collect(folder, on_skip=on_skip)) == [
+        "#12",
+        "m1.eml",
+    ]
+    assert sorted((Path(source).name, reason) for source, reason in skipped) == [
+        ("#m2.eml#", "an editor's backup or autosave file"),
+        ("m1.eml~", "an editor's backup or autosave file"),
+    ]
+    # Given by name, a file is read as asked.
+    assert len(collect(folder / "m1.eml~")) == 1
+
+
+def test_files_larger_than_a_message_are_not_read_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A file of gigabytes read whole ended in a MemoryError's traceback.
+    monkeypatch.setattr(mail, "MAX_STREAM_BYTES", 64 << 10)
+    monkeypatch.setattr(mail, "_SCAN_CHUNK", 16 << 10)
+    padding = b"x" * 100 + b"\n"
+    folder = tmp_path / "mail"
+    write(folder / "small.eml", message("small"))
+    write(folder / "large.eml", message("large", (padding * 1000).decode()))
+    envelope = b"From a@example.org Tue Mar  4 09:12:44 2025\n"
+    write(folder / "large-from.eml", envelope + message("large", (padding * 1000).decode()))
+    big_mbox = b"".join(
+        envelope + message(f"m{n}", (padding * 100).decode()) + b"\n" for n in range(10)
+    )
+    assert len(big_mbox) > 64 << 10
+    write(folder / "big.mbox", big_mbox)
+    skipped, on_skip = skips_recorder()
+    read = [Path(i.source).name for i in collect(folder, on_skip=on_skip)]
+    assert read == [f"big.mbox:{n}" for n in range(1, 11)] + ["small.eml"]
+    assert sorted((Path(source).name, reason) for source, reason in skipped) == [
+        ("large-from.eml", "holds more than 65,536 bytes, more than a message"),
+        ("large.eml", "holds more than 65,536 bytes, more than a message"),
+    ]
+    for name in ("large.eml", "large-from.eml"):
+        with pytest.raises(MailSourceError, match="more than a message"):
+            collect(folder / name)
+        with pytest.raises(MailSourceError, match="more than a message"):
+            collect(folder / name, "file")
+    assert len(collect(folder / "big.mbox")) == 10
+
+
+def test_an_unreadable_maildir_subfolder_is_counted_with_recursive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = make_maildir(tmp_path / "Maildir")
+    locked = box / ".Spam"
+    write(locked / "cur" / "1.M1P1.host:2,S", message("behind a lock"))
+    real_scandir, real_stat = os.scandir, os.stat
+
+    def denied(path):
+        return os.fspath(path) == str(locked) or os.fspath(path).startswith(f"{locked}/")
+
+    def scandir(path="."):
+        if denied(path):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    def stat_(path, *args, **kwargs):
+        if isinstance(path, (str, os.PathLike)) and denied(path) and os.fspath(path) != str(locked):
+            raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    monkeypatch.setattr(os, "stat", stat_)
+    skipped, on_skip = skips_recorder()
+    subjects = [
+        mail.header_value(i.data, "Subject") for i in collect(box, recursive=True, on_skip=on_skip)
+    ]
+    assert "behind a lock" not in subjects and "in subfolder" in subjects
+    assert skipped == [(str(locked), "permission denied")]
