@@ -352,8 +352,12 @@ def _start_forked_worker(parent: int) -> None:
         os._exit(1)
 
 
-def _run_inherited_work(messages: Sequence[bytes], with_digests: bool) -> BatchCounts:
+def _run_inherited_work(
+    messages: Sequence[bytes], with_digests: bool, prepare: Callable[[], object] | None = None
+) -> BatchCounts:
     assert _inherited_work is not None, "run only in a worker forked by _forked_pool"
+    if prepare is not None:
+        prepare()
     return _inherited_work(messages, with_digests)
 
 
@@ -371,6 +375,7 @@ def batch_counter(
     scorer: TableScorer | None = None,
     keep_tokens: bool = False,
     window: int = 4,
+    prepare_worker: Callable[[Sequence[bytes]], Callable[[], object]] | None = None,
 ) -> Iterator[Counter]:
     """A function that counts batches, yielding them in the given order, with at most
     ``window`` of them read ahead of the one it yields.
@@ -388,6 +393,11 @@ def batch_counter(
     tcp://HOST:8786), on every thread the cluster has.  The batches are drawn in the
     caller's thread, as they are needed, so that a bad path fails in the caller, not
     in a worker thread.
+
+    ``prepare_worker``, if given, is asked, with each batch as it is handed to a forked
+    worker, for a function that worker runs (sent pickled) before counting the batch:
+    training sets the workers' memory allocator by how much mail it has handed out.
+    Workers that are not forked from this process are left as they start.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; use one of {BACKENDS}")
@@ -419,8 +429,13 @@ def batch_counter(
                 batches: Iterable[Sequence[bytes]], digests: bool
             ) -> Iterator[BatchCounts]:
                 run = partial(_run_inherited_work, with_digests=digests)
+
+                def submit(messages: Sequence[bytes]) -> Any:
+                    prepare = None if prepare_worker is None else prepare_worker(messages)
+                    return pool.submit(run, messages, prepare=prepare)
+
                 return _deaths_reported(
-                    lambda: _in_flight(pool, run, batches, window), BrokenProcessPool
+                    lambda: _in_flight(submit, batches, window), BrokenProcessPool
                 )
 
             yield count_forked
@@ -628,13 +643,13 @@ def in_background(work: Callable[[], Item], fork: bool = True) -> Iterator[Calla
 
 
 def _in_flight(
-    pool: Any,
-    run: Callable[[Sequence[bytes]], BatchCounts],
+    submit: Callable[[Sequence[bytes]], Any],
     batches: Iterable[Sequence[bytes]],
     window: int,
 ) -> Iterator[BatchCounts]:
-    """``run`` on each batch in ``pool``, the results in order, with up to ``window``
-    batches handed out at once: a new one as soon as the oldest is taken.
+    """Each batch handed to a pool by ``submit`` (which gives its future), the results
+    in order, with up to ``window`` batches handed out at once: a new one as soon as
+    the oldest is taken.
 
     The pool's own map hands out every batch at once (all the mail in memory), and
     handing out a group at a time left the workers idle while the last batches of
@@ -644,7 +659,7 @@ def _in_flight(
     pending: deque[Any] = deque()
     try:
         for messages in batches:
-            pending.append(pool.submit(run, messages))
+            pending.append(submit(messages))
             if len(pending) >= window:
                 yield pending.popleft().result()
         while pending:
@@ -833,6 +848,7 @@ def counted_in_order(
     vocabulary: Vocabulary | None = None,
     scorer: TableScorer | None = None,
     keep_tokens: bool = False,
+    prepare_worker: Callable[[Sequence[bytes]], Callable[[], object]] | None = None,
 ) -> Iterator[tuple[Batch, BatchCounts]]:
     """Each batch with its counts, in order, counted as :func:`batch_counter` counts
     (``jobs`` None: :func:`default_jobs`); take each batch's matrix in ``vocabulary``
@@ -875,6 +891,7 @@ def counted_in_order(
         scorer=scorer,
         keep_tokens=keep_tokens,
         window=window,
+        prepare_worker=prepare_worker,
     ) as count:
         for counted in count(messages(), with_digests):
             yield drawn.popleft(), counted

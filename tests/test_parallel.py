@@ -79,7 +79,7 @@ def test_batches_skip_known_mail_and_move_relabelled_mail(sample_maildir):
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_a_run_keeps_large_blocks_on_the_heap_until_it_outgrows_the_sample(
-    sample_maildir, monkeypatch, jobs
+    sample_maildir, monkeypatch, tmp_path, jobs
 ):
     import multiprocessing
 
@@ -88,6 +88,7 @@ def test_a_run_keeps_large_blocks_on_the_heap_until_it_outgrows_the_sample(
     messages, labels = sample_messages(sample_maildir)
     counted = []
     used = []
+    in_workers = tmp_path / "in-workers"
 
     def learn_and_log(spam_filter, batch, *rest):
         real_learn_batch(spam_filter, batch, *rest)
@@ -96,24 +97,68 @@ def test_a_run_keeps_large_blocks_on_the_heap_until_it_outgrows_the_sample(
     def use(thresholds):
         used.append((sum(counted), len(multiprocessing.active_children()), thresholds))
 
+    def worker_uses(large):
+        assert os.getpid() != parent
+        with in_workers.open("a") as report:
+            print(int(large), file=report)
+
+    # Forked workers unpickle the function by the name the training module has for it.
+    worker_uses.__module__ = training.__name__
+    worker_uses.__qualname__ = worker_uses.__name__ = "_worker_heap_thresholds"
+    parent = os.getpid()
     real_learn_batch = training._learn_batch
     monkeypatch.setattr(training, "_learn_batch", learn_and_log)
     monkeypatch.setattr(training, "_use_heap_thresholds", use)
-    workers = jobs if jobs > 1 else 0
+    monkeypatch.setattr(training, "_worker_heap_thresholds", worker_uses)
     large, small = training._LARGE_RUN, training._SMALL_RUN
     spam_filter = SpamFilter()
-    # Workers are forked with the large run's thresholds; the training process then
-    # takes the small run's, and the large run's once it has counted more than the
-    # sample holds (three batches of ten), whether it learns them or knows them.
+    # The training process takes the small run's thresholds, and the large run's once
+    # it has counted more than the sample holds (three batches of ten), whether it
+    # learns them or knows them.  Workers take the small run's for the batches handed
+    # out while the run held no more than the sample (two), the large run's after.
+    batches = len(messages) // 10
+    assert batches > 3
     for _ in range(2):
         used.clear()
         counted.clear()
+        in_workers.unlink(missing_ok=True)
         learn_batches(spam_filter, in_batches(messages, labels, 10), jobs=jobs, sample_size=25)
-        assert used == [(0, 0, large), (0, workers, small), (30, workers, large)]
+        assert used == [(0, 0, small), (30, jobs if jobs > 1 else 0, large)]
+        if jobs > 1:
+            flags = in_workers.read_text().split()
+            assert sorted(flags) == ["0", "0"] + ["1"] * (batches - 2)
+        else:
+            assert not in_workers.exists()
     assert spam_filter.model.class_counts.sum() == len(set(spam_filter.trained)) > 30
     used.clear()
+    in_workers.unlink(missing_ok=True)
     learn_batches(SpamFilter(), in_batches(messages, labels, 10), jobs=jobs)
-    assert [thresholds for *_, thresholds in used] == [large, small]
+    assert [thresholds for *_, thresholds in used] == [small]
+    if jobs > 1:
+        assert in_workers.read_text().split() == ["0"] * batches
+
+
+def test_the_heap_thresholds_are_the_ones_glibc_is_given(monkeypatch):
+    import spamnb.training as training
+
+    given = []
+
+    def mallopt(parameter, value):
+        given.append((parameter, value))
+        return 1
+
+    monkeypatch.setattr(
+        training, "_glibc_function", lambda name: mallopt if name == "mallopt" else None
+    )
+    training._worker_heap_thresholds(False)
+    training._worker_heap_thresholds(True)
+    mmap, trim = training._M_MMAP_THRESHOLD, training._M_TRIM_THRESHOLD
+    assert given == [
+        (mmap, 32 << 20),
+        (trim, 64 << 20),
+        (mmap, 1 << 20),
+        (trim, 128 << 10),
+    ]
 
 
 def test_the_last_batches_come_in_pieces_of_about_equal_weight():
@@ -600,8 +645,8 @@ def started(parent):
     start_worker(parent)
 
 
-def counted(messages, with_digests):
-    counts = run_work(messages, with_digests)
+def counted(messages, with_digests, prepare=None):
+    counts = run_work(messages, with_digests, prepare)
     print(parent_had_scipy[0], "scipy" in sys.modules, file=report, flush=True)
     return counts
 
