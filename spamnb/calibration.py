@@ -107,7 +107,8 @@ _FLAT_BAND = 1e-6
 # Why a calibration can be flat (see fit_platt): said by evaluate and train.
 FLAT_SCORE = (
     "fitted flat: held-out spam scored no higher than held-out ham, so the score cannot "
-    "rank mail (the scoring options are the likely cause)"
+    "rank mail (the scoring options, or too little mail that tells the classes apart, "
+    "are the likely cause)"
 )
 
 
@@ -220,7 +221,8 @@ def choose_cutoffs(
     (docs/accuracy.md, "The spam cut-off").
 
     The spam cut-off is then kept within [0.5, 0.99] and the ham cut-off within
-    [0.001, 0.5]: a score of 0.99 or more is always Spam, even where more than the
+    [0.001, 0.5] (but for a flat map's band, which only stays within [0, 1]): a score
+    of 0.99 or more is always Spam, even where more than the
     bound's share of the held-out ham scored that high (the bound is then missed, and
     ``train --spam-cutoff`` or ``tune``'s cut-off table go higher).
     """
@@ -236,9 +238,12 @@ def choose_cutoffs(
         # millionth either side, not a float's last digit: the pipe works the score out
         # with math.exp, which differs from numpy's exp there, and 20 of 1,444 flat
         # maps then made the pipe say Ham where classify said Unsure (review 11).
+        # Kept within [0, 1] only, not the bounds below: the flat score is the held-out
+        # mail's smoothed base rate, above 0.99 where spam outnumbers ham 99 to 1, and
+        # the bound of 0.99 then called every message Spam, ham too (review 27).
         flat = float(s[0])
         ham_cutoff, spam_cutoff = flat - _FLAT_BAND, flat + _FLAT_BAND
-        return min(max(ham_cutoff, 0.001), 0.5), min(max(spam_cutoff, 0.5), 0.99)
+        return min(max(ham_cutoff, 0.0), 0.5), min(max(spam_cutoff, 0.5), 1.0)
     allowed_fp = int(np.floor(max_false_positive_rate * len(ham)))
     # Above the (allowed_fp + 1)-th highest ham score only allowed_fp hams remain.
     spam_cutoff = float(np.nextafter(ham[-(allowed_fp + 1)], np.inf))

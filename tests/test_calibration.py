@@ -246,10 +246,15 @@ def test_a_few_held_out_ham_keep_the_spam_bound():
     assert ham_cutoff < 0.3  # below the lowest spam: at most 1% of it called ham
 
 
-@pytest.mark.parametrize("n_ham, n_spam", [(150, 50), (50, 150), (30, 30)])
+@pytest.mark.parametrize(
+    "n_ham, n_spam", [(150, 50), (50, 150), (30, 30), (3, 400), (4, 2000), (3000, 2)]
+)
 def test_a_flat_score_leaves_every_message_unsure(n_ham, n_spam):
     # Held-out spam below held-out ham: fit_platt's flat map gives every message the
     # base rate, which the bounds alone had called Ham, spam too, where ham is more.
+    # Past 99 spam to a ham the base rate is above 0.99, and the spam cut-off's bound
+    # of 0.99 called every message Spam (review 27); past 1,000 ham to a spam, the ham
+    # cut-off's bound of 0.001 called every one Ham.
     rng = np.random.default_rng(2)
     log_odds = np.r_[rng.normal(3, 1, n_ham), rng.normal(-3, 1, n_spam)]
     is_spam = np.r_[np.zeros(n_ham, bool), np.ones(n_spam, bool)]
