@@ -2623,7 +2623,7 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
     except ModelFileError as exc:
         raise fail(str(exc)) from None
     forgotten_class_warning(merged)
-    if calibration_left_unfitted(filters):
+    if calibration_left_unfitted(filters, merged):
         warn(
             "the merged model's spam score is not calibrated: every calibrated model "
             "scores otherwise than the merge (its event model, k, min-count, vocabulary "

@@ -136,7 +136,7 @@ class SpamFilter:
         model, with which it was not measured (their log-likelihoods are not on the
         boolean model's scale)."""
         if self.model.event_model != "boolean" or not self.mistakes.has_every_class(
-            len(self.classes)
+            self.model.class_counts > 0
         ):
             return 0.0
         return self.mistakes.weight
@@ -154,12 +154,20 @@ class SpamFilter:
         run of ham alone against an empty spam row adds nearly every ham message,
         many times over, and the table then calls spam ham (on a synthetic corpus,
         106 test errors against the Naive Bayes's 62).  So a run starts the rows it
-        brings mail for only when it brings mail for every empty row.
+        brings mail for only when it brings mail for every empty row, of the classes
+        the model has mail of (one it has none of, as a move can leave a third class,
+        never gets any from a run that does not bring it: waiting for it had kept the
+        table from training for good; review 28).
         """
         if not self.mistakes.weight or not len(labels):
             return False
         filled = self.mistakes.counts.any(axis=1)
-        empty = {c for row, c in enumerate(self.classes) if row >= len(filled) or not filled[row]}
+        with_mail = self.model.class_counts > 0
+        empty = {
+            c
+            for row, c in enumerate(self.classes)
+            if with_mail[row] and (row >= len(filled) or not filled[row])
+        }
         return empty <= set(labels)
 
     def mistake_order(self, X: sp.csr_matrix, digests: Sequence[str] | None = None) -> np.ndarray:
@@ -686,6 +694,14 @@ class SpamFilter:
             if label not in self.classes:
                 has = ", ".join(self.classes)
                 raise ValueError(f"the model has no class {label!r} (it has {has})")
+        for label in (positive, negative):
+            # Against a class without mail, every token it never saw has the same
+            # ratio, set by the smoothing alone: a table of meaningless numbers.
+            if label in self.empty_classes():
+                raise ValueError(
+                    f"the model has no {label} messages left (forgotten or moved); "
+                    "train it with some to compare it"
+                )
         ratios = self.model.log_odds_ratios(positive, negative)
         weights = self.token_weights(positive, negative)
         # The counts the ratios come from: messages containing the token for models

@@ -110,17 +110,18 @@ def merge_filters(filters: Sequence[SpamFilter]) -> SpamFilter:
         mistake_copies.update(spam_filter.mistake_copies)
 
     # updated and written_by keep their defaults: now, and this spamnb.
-    return SpamFilter(
+    merged = SpamFilter(
         model=model,
         vocabulary=vocabulary,
         settings=filters[0].settings,
         created=_earliest([f.created for f in filters]),
-        calibration=_calibration(filters),
         trained=trained,
         mistakes=mistakes,
         mistake_copies=mistake_copies,
         retired_digests=retired,
     )
+    merged.calibration = _calibration(filters, merged)
+    return merged
 
 
 def _check_shapes(spam_filter: SpamFilter, position: int) -> None:
@@ -209,13 +210,17 @@ def _merged_weight(filters: Sequence[SpamFilter]) -> float:
     return min(f.mistakes.weight for f in filters)
 
 
-def _scoring_alike(filters: Sequence[SpamFilter]) -> list[SpamFilter]:
-    """The models whose scores are made as the merged model's are."""
-    merged = filters[0].scored_as(_merged_weight(filters))
-    return [f for f in filters if f.scored_as() == merged]
+def _scoring_alike(filters: Sequence[SpamFilter], merged: SpamFilter) -> list[SpamFilter]:
+    """The models whose scores are made as the merged model's are, the mistake table
+    counted at the weight each scores with: none where its table lacks a class (a
+    model of one class, say), whatever weight it stores.  Compared by the stored
+    weights, a merge that scored without the table kept a calibration fitted on scores
+    with it (review 28)."""
+    target = merged.scored_as(merged.mistake_weight())
+    return [f for f in filters if f.scored_as(f.mistake_weight()) == target]
 
 
-def _calibration(filters: list[SpamFilter]) -> Calibration:
+def _calibration(filters: list[SpamFilter], merged: SpamFilter) -> Calibration:
     """Of the models that score as the merge does, the calibration fitted on the most
     held-out messages (the first of equals); none fitted if none of them is.
 
@@ -229,7 +234,7 @@ def _calibration(filters: list[SpamFilter]) -> Calibration:
     them.  The calibration was fitted against fewer counts than the merged model
     has, so it is an approximation until the next training refits it.
     """
-    alike = _scoring_alike(filters)
+    alike = _scoring_alike(filters, merged)
     # max() returns the first of equal maxima, so unfitted models keep model 1's.
     best = max(alike, key=lambda f: f.calibration.fitted_on).calibration if alike else None
     first = filters[0].calibration
@@ -242,11 +247,12 @@ def _calibration(filters: list[SpamFilter]) -> Calibration:
     return best
 
 
-def calibration_left_unfitted(filters: Sequence[SpamFilter]) -> bool:
+def calibration_left_unfitted(filters: Sequence[SpamFilter], merged: SpamFilter) -> bool:
     """Whether a model's calibration was left out because every calibrated model
-    scores otherwise than the merge (another event model, k or mistake weight)."""
+    scores otherwise than the ``merged`` model (another event model, k or mistake
+    weight)."""
     return any(f.calibration.fitted_on for f in filters) and not any(
-        f.calibration.fitted_on for f in _scoring_alike(filters)
+        f.calibration.fitted_on for f in _scoring_alike(filters, merged)
     )
 
 

@@ -249,11 +249,18 @@ class MistakeTable:
             grown[:rows, :columns] = self.counts
             self.counts = grown
 
-    def has_every_class(self, n_classes: int) -> bool:
-        """Whether each of the model's ``n_classes`` classes (two or more) has a row
-        holding some mail."""
+    def has_every_class(self, with_mail: np.ndarray) -> bool:
+        """Whether each class of the model that has mail (``with_mail``, a flag per
+        class; two or more of them) has a row holding some.
+
+        A class the model holds no mail of, as moving all of a third class's mail
+        elsewhere leaves one, scores nothing, and its row is empty too (its copies were
+        taken back): asking for it had turned the table off for good (review 28)."""
+        classes = np.flatnonzero(with_mail)
         rows = self.counts.shape[0]
-        return 1 < n_classes <= rows and bool(self.counts[:n_classes].any(axis=1).all())
+        if len(classes) < 2 or classes[-1] >= rows:
+            return False
+        return bool(self.counts[classes].any(axis=1).all())
 
     # Scoring only reads the table: it may be narrower than the model's vocabulary
     # (tokens learnt in a run that did not train it), and a column it lacks is one it

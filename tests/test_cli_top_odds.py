@@ -199,3 +199,14 @@ def test_each_tokens_weight_is_what_it_adds_when_scored(tmp_path, sample_maildir
             assert sign * (with_it - without) == pytest.approx(row["weight"], abs=1e-9)
             # The mistake table's share moves it off the counts' own ratio.
             assert row["weight"] != pytest.approx(row["log_odds_ratio"], abs=1e-3)
+
+
+def test_a_class_without_mail_is_refused(tmp_path, sample_maildir):
+    # Against a class whose mail was all forgotten, every token it never saw had the
+    # same ratio, set by the smoothing alone, and top-odds printed the table (review 28).
+    model = tmp_path / "model.joblib"
+    assert train_sample(model, sample_maildir).exit_code == 0
+    forgot = run("train", "-m", model, "--forget", sample_maildir / "spam")
+    assert forgot.exit_code == 0, forgot.output
+    result = run("top-odds", "-m", model)
+    assert_one_line_error(result, "no spam messages left")

@@ -571,8 +571,12 @@ def test_scoring_reads_a_table_narrower_than_the_vocabulary_without_growing_it()
         grown.held_out_joint(wider[some], rows[some], np.ones(len(some)), usable),
     )
     assert table.counts.shape[1] == width_before
-    # A third class the table has no row for: not in use, and saved with an empty row.
-    assert table.has_every_class(2) and not table.has_every_class(3)
+    # A third class with mail that the table has no row for: not in use, and saved
+    # with an empty row.  A third class without mail asks for no row.
+    assert table.has_every_class(np.array([True, True]))
+    assert not table.has_every_class(np.array([True, True, True]))
+    assert table.has_every_class(np.array([True, True, False]))
+    assert not table.has_every_class(np.array([True, False, False]))
     state = table.to_state(3, wider.shape[1])
     assert state["counts"].shape == (3, len(state["columns"])) and not state["counts"][2].any()
     reloaded = MistakeTable.from_state(state, 3, wider.shape[1])

@@ -142,6 +142,46 @@ def test_three_classes(tmp_path, sample_maildir):
     assert_batch_scores_equal_the_models(spam_filter, table, messages(sample_maildir))
 
 
+def test_a_third_class_left_without_mail_keeps_the_table_and_the_mistake_table(
+    tmp_path, sample_maildir
+):
+    # Moving all of a third class's mail to another class left it empty: the mistake
+    # table went out of use and never trained again, and no pipe table was written, so
+    # every pipe run loaded the whole model, and nothing said so (review 28).
+    model = tmp_path / "model.joblib"
+    spam = sorted((sample_maildir / "spam" / "cur").iterdir())
+    promo = spam[20:26]
+    first = run(
+        "train",
+        "-m",
+        model,
+        "--spam",
+        *spam[:20],
+        "--label",
+        *[f"promo={p}" for p in promo],
+        "--ham",
+        sample_maildir / "ham",
+    )
+    assert first.exit_code == 0, first.output
+    assert load(model).mistake_weight() > 0
+    moved = run("train", "-m", model, "--spam", *promo)
+    assert moved.exit_code == 0, moved.output
+    spam_filter = load(model)
+    assert spam_filter.empty_classes() == ["promo"]
+    assert spam_filter.mistake_weight() > 0
+    table = load_table(model, table_path(model), trust=False)
+    assert table is not None
+    batch = messages(sample_maildir)
+    for data in batch[::4]:
+        tokens = spam_filter.tokenize([data])
+        _, log_odds, lengths = spam_filter.score_tokens(tokens)
+        expected = (float(log_odds[0]), float(lengths[0]))
+        assert table.evidence(tokens[0]) == pytest.approx(expected, rel=1e-9, abs=1e-9)
+    assert_batch_scores_equal_the_models(spam_filter, table, batch)
+    # A later run that brings no promo mail trains the table again.
+    assert spam_filter.trains_mistakes(["spam"]) and spam_filter.trains_mistakes(["ham"])
+
+
 def same_score(got: tuple, expected: tuple) -> bool:
     """Verdict and cut equal, score equal to rounding."""
     return (got[0], got[2]) == (expected[0], expected[2]) and got[1] == pytest.approx(expected[1])
