@@ -472,7 +472,7 @@ def _worker_heap_thresholds(large: bool) -> None:
     out.)  Workers keeping the small run's throughout held too much at 100,000
     messages: 627 MB with the training process at once (their summed PSS).  Going back
     to 1 MiB after the sample, the training process's peak there is unchanged (548 to
-    559 MB against 545 to 553, four runs each), while the sampled sum of all the
+    554 MB against 545 to 553, three runs each), while the sampled sum of all the
     processes' PSS was 611 to 623 MB against 600 to 603: each worker holds about 20
     MB more of the heap it grew while the run was small.
     """
