@@ -50,6 +50,16 @@ MIN_REFIT_PER_CLASS = 20
 CALIBRATION_ORDER_SEED = 1
 
 
+def mixed_with_mistakes(jll: np.ndarray, table_jll: np.ndarray, weight: float) -> np.ndarray:
+    """The Naive Bayes's joint log-likelihoods ``jll`` mixed with the mistake table's
+    at ``weight``; what the Naive Bayes holds impossible (-inf: a class without mail)
+    stays so, where at weight 1 the product 0 * -inf was NaN, and so was every score
+    (review 29)."""
+    with np.errstate(invalid="ignore"):
+        mixed = (1 - weight) * jll + weight * table_jll
+    return np.where(np.isneginf(jll), -np.inf, mixed)
+
+
 @dataclass
 class HeldOut:
     """What :meth:`SpamFilter.model_held_out` gives: the calibration's folds (each a
@@ -132,9 +142,9 @@ class SpamFilter:
 
     def mistake_weight(self) -> float:
         """The weight of the mistake table in scoring: 0 until it holds mail of every
-        class (see :meth:`train_mistakes`), and with the multinomial or Bernoulli
-        model, with which it was not measured (their log-likelihoods are not on the
-        boolean model's scale)."""
+        class the model has mail of (see :meth:`train_mistakes`), and with the
+        multinomial or Bernoulli model, with which it was not measured (their
+        log-likelihoods are not on the boolean model's scale)."""
         if self.model.event_model != "boolean" or not self.mistakes.has_every_class(
             self.model.class_counts > 0
         ):
@@ -154,20 +164,17 @@ class SpamFilter:
         run of ham alone against an empty spam row adds nearly every ham message,
         many times over, and the table then calls spam ham (on a synthetic corpus,
         106 test errors against the Naive Bayes's 62).  So a run starts the rows it
-        brings mail for only when it brings mail for every empty row, of the classes
-        the model has mail of (one it has none of, as a move can leave a third class,
-        never gets any from a run that does not bring it: waiting for it had kept the
-        table from training for good; review 28).
+        brings mail for only when it brings mail for every empty row: also the row of a
+        class the model has no mail of, as moving all of a third class's mail leaves
+        one, since the walk scores against every row (the table stays in use meanwhile,
+        see :meth:`mistake_weight`; leaving such a row out, a run of spam after all the
+        ham was forgotten added spam against an empty ham row, 417 copies against 132;
+        review 29).
         """
         if not self.mistakes.weight or not len(labels):
             return False
         filled = self.mistakes.counts.any(axis=1)
-        with_mail = self.model.class_counts > 0
-        empty = {
-            c
-            for row, c in enumerate(self.classes)
-            if with_mail[row] and (row >= len(filled) or not filled[row])
-        }
+        empty = {c for row, c in enumerate(self.classes) if row >= len(filled) or not filled[row]}
         return empty <= set(labels)
 
     def mistake_order(self, X: sp.csr_matrix, digests: Sequence[str] | None = None) -> np.ndarray:
@@ -219,7 +226,9 @@ class SpamFilter:
         if not weight:
             return jll
         P = presence(self.model.fit_columns(X))
-        return (1 - weight) * jll + weight * self.mistakes.joint(P, self.model.active_features())
+        return mixed_with_mistakes(
+            jll, self.mistakes.joint(P, self.model.active_features()), weight
+        )
 
     def token_weights(self, positive: str, negative: str) -> np.ndarray:
         """What each feature adds to the log-odds of ``positive`` against ``negative``
@@ -495,7 +504,7 @@ class SpamFilter:
                 table_jll = self.mistakes_held_out(X, labels, held.folds, mistake_copies)
             if table_jll is None or table_jll.shape != jll.shape:
                 raise ValueError("the mistake table's held-out scores are of other messages")
-            jll = (1 - weight) * jll + weight * table_jll
+            jll = mixed_with_mistakes(jll, table_jll, weight)
         log_odds = self.model.log_odds_from_jll(jll, positive)
         lengths = held.lengths
         is_spam = np.asarray(labels, dtype=object) == positive

@@ -13,8 +13,9 @@ Supported sources and how a PATH is recognised when no format is forced
     holding no folders, and nothing else but ``tmp/``, dot-files and files that are
     not messages (git, zip and some copies drop empty folders). Messages come from ``cur/`` and
     ``new/`` (never ``tmp/``, which holds deliveries in progress), sorted by file
-    name across both. With ``recursive=True`` the Maildir++ subfolders (``.Name/``
-    directories that are Maildirs themselves) follow, sorted.
+    name across both; a message marked trashed (flag ``T``) is skipped. With
+    ``recursive=True`` the Maildir++ subfolders (``.Name/`` directories that are
+    Maildirs themselves) follow, sorted.
 ``mh``
     A directory holding an ``.mh_sequences`` file (nmh and ``mailbox.MH`` create
     one in every folder). Messages are the files named by a number in ASCII digits,
@@ -27,8 +28,10 @@ Supported sources and how a PATH is recognised when no format is forced
 ``dir``
     Any other directory: a tree of message files, one message per regular file,
     walked in full in sorted order (names of ASCII digits sort by number), depth
-    first, except a Maildir's ``tmp/`` below it (deliveries in progress), MH's
-    deleted messages and nmh's ``context`` file (see ``mh``). A file
+    first, except a Maildir's ``tmp/`` below it (deliveries in progress), the
+    trashed messages of a Maildir below it, MH's deleted messages, nmh's ``context``
+    file (see ``mh``), editors' copies (``NAME~``, ``#NAME#``) and files of more than
+    ``MAX_STREAM_BYTES`` that are not mboxes. A file
     that is an mbox by the test below is split into its messages (a mutt
     ``~/Mail``, Thunderbird's Local Folders). Hidden entries (``.name``, files and
     directories) are passed over silently; files that do not look like mail,
@@ -51,7 +54,8 @@ Supported sources and how a PATH is recognised when no format is forced
     with or without a blank line before them (files made by concatenating
     messages have none).
     Each item's bytes omit the ``From_`` line, and a blank line (LF) before the
-    next one or at the end, as ``mailbox.mbox`` returns them.
+    next one or at the end, as ``mailbox.mbox`` returns them. A message Thunderbird
+    marked deleted (``X-Mozilla-Status`` with flag 0008, as its first line) is skipped.
 ``file``
     Any other regular file (or a named pipe): one message, bytes untouched,
     including a leading ``From_`` line as in the SpamAssassin corpus. ``-`` is one
@@ -84,8 +88,9 @@ from typing import BinaryIO
 
 FORMATS = ("file", "dir", "mbox", "maildir", "mh")
 
-# The most read as one message from standard input or a named pipe, which need not
-# end (< /dev/zero, a stuck producer).  Mail is far smaller than this.
+# The most read as one message: from standard input or a named pipe, which need not
+# end (< /dev/zero, a stuck producer), or from a file (a file of gigabytes read whole
+# ran out of memory).  Mail is far smaller than this.
 MAX_STREAM_BYTES = 256 << 20
 
 # How much of a message the "is this mail?" test looks at. Binary files show a NUL
@@ -373,7 +378,9 @@ def _read(path: str) -> bytes:
     try:
         with open(path, "rb") as fh:
             status = os.fstat(fh.fileno())
-            if stat.S_ISREG(status.st_mode) and status.st_size <= MAX_STREAM_BYTES:
+            if stat.S_ISREG(status.st_mode):
+                if status.st_size > MAX_STREAM_BYTES:
+                    raise MailSourceError(_too_long(_show(path)))
                 return fh.read()
             data = fh.read(MAX_STREAM_BYTES + 1)
     except OSError as exc:
@@ -811,15 +818,19 @@ def _is_folder(entry: os.DirEntry[str]) -> bool:
 
 def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterator[MailItem]:
     """A tree of message files, depth first in sorted order: every file below it, but
-    the deliveries in progress in a Maildir's tmp/ and, with ``mh_rules``, what MH does
-    not count as messages; an mbox file split into its messages.  (``--format dir``
-    asks for every file, and gets it.)"""
+    the deliveries in progress in a Maildir's tmp/ and, with ``mh_rules`` (a detected
+    folder, not one forced), what MH and Maildir do not count as messages (MH's
+    deleted ones and other names in an MH folder, Maildir's trashed ones) and editors'
+    copies; an mbox file split into its messages.  (``--format dir`` asks for every
+    file, and gets it.)"""
     seen: set[_FolderKey] = set()
     _first_visit(root, seen)
+    whole = os.path.abspath(root)
+    rules = _folder_rules(root, os.path.dirname(whole), os.path.basename(whole), mh_rules)
     # A stack of listings, not recursion: a tree a thousand folders deep is no error.
-    listings = [(root, iter(_sorted_entries(root)), mh_rules and _is_mh(root))]
+    listings = [(root, iter(_sorted_entries(root)), rules)]
     while listings:
-        folder, entries, mh = listings[-1]
+        folder, entries, rules = listings[-1]
         entry = next(entries, None)
         if entry is None:
             listings.pop()
@@ -830,9 +841,11 @@ def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterato
         if kind == "file":
             if mh_rules and _is_deleted_mh(entry.name):
                 skip(entry.path, "a deleted MH message")
-            elif _is_editor_copy(entry.name):
+            elif rules == "maildir" and _is_trashed(entry.name):
+                skip(entry.path, _TRASHED)
+            elif mh_rules and _is_editor_copy(entry.name):
                 skip(entry.path, "an editor's backup or autosave file")
-            elif not mh or _is_numbered(entry.name):  # as _iter_mh reads an MH folder
+            elif rules != "mh" or _is_numbered(entry.name):  # as _iter_mh reads an MH folder
                 yield from _iter_member(entry.path, skip, mbox_files=True)
         elif kind == "dir":
             # (The root's own tmp/ is read: --format dir asks for every file.)
@@ -847,7 +860,22 @@ def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterato
                 # over as an unreadable file is; one given itself is an error.
                 skip(entry.path, exc.reason)
                 continue
-            listings.append((entry.path, listing, mh_rules and _is_mh(entry.path)))
+            listings.append(
+                (entry.path, listing, _folder_rules(entry.path, folder, entry.name, mh_rules))
+            )
+
+
+def _folder_rules(path: str, parent: str, name: str, detected: bool) -> str | None:
+    """Whose rules say which files of the folder at ``path`` are messages: "mh" for an
+    MH folder, "maildir" for the cur/ or new/ of a Maildir (a tree of them, as mbsync
+    keeps, is read folder by folder), None for others or a format forced."""
+    if not detected:
+        return None
+    if _is_mh(path):
+        return "mh"
+    if name in ("cur", "new") and _is_maildir(parent):
+        return "maildir"
+    return None
 
 
 def _is_numbered(name: str) -> bool:
@@ -887,7 +915,7 @@ def _iter_maildir(
         names.sort()
         for name, source in names:
             if _is_trashed(name):
-                skip(source, "a message marked deleted (Maildir flag T)")
+                skip(source, _TRASHED)
             else:
                 yield from _iter_member(source, skip)
         if recursive:
@@ -913,16 +941,28 @@ def _unreadable(path: str) -> str | None:
         return _os_error(path, exc).reason
 
 
+_TRASHED = "a message marked deleted (Maildir flag T)"
+# A Maildir file name's flags: ":2," then the flags, uppercase letters in order (lower
+# case ones are Dovecot's keywords); ";" or "!" for ":" where a file system forbids it
+# (mbsync, offlineimap on Windows).
+_MAILDIR_FLAGS_RE = re.compile(r"[:;!]2,([A-Za-z]*)$")
+
+
 def _is_trashed(name: str) -> bool:
     """Whether a Maildir file name carries the T (trashed) flag: a message deleted in
     the mail program (Dovecot, mutt) and kept until the folder is expunged.  Read as
     mail, the spam a user deleted from the inbox, and still there, was learnt as ham
     beside its copy in the junk folder."""
-    _, marker, flags = name.rpartition(":2,")
-    return bool(marker) and "T" in flags
+    found = _MAILDIR_FLAGS_RE.search(name)
+    return found is not None and "T" in found[1]
 
 
-_MOZILLA_STATUS_RE = re.compile(rb"(?m)^X-Mozilla-Status:[ \t]*([0-9a-f]{1,8})[ \t]*\r?$")
+# Thunderbird writes the field as a message's first line in its folders (the envelope
+# line above it is not in the message here).  Only there: a sender can put one
+# anywhere in the header, and a spam carrying "0009" would not have been learnt, while
+# other mail programs keep such a field from mail that passed through Thunderbird
+# (review 29).
+_MOZILLA_STATUS_RE = re.compile(rb"X-Mozilla-Status: ?([0-9A-Fa-f]{4})\r?\n")
 # Thunderbird's flag for a message deleted from a local folder, whose bytes stay in the
 # mbox until the folder is compacted (nsMsgMessageFlags::Expunged).
 _MOZILLA_EXPUNGED = 0x8
@@ -931,10 +971,7 @@ _MOZILLA_EXPUNGED = 0x8
 def _is_expunged(data: bytes) -> bool:
     """Whether a message of an mbox is one Thunderbird deleted and has not compacted
     away (see _is_trashed for why it is left out)."""
-    # Thunderbird writes the field first, in this case.
-    if data.find(b"X-Mozilla-Status:", 0, _SNIFF_BYTES) < 0:
-        return False
-    found = _MOZILLA_STATUS_RE.search(_header_block(data))
+    found = _MOZILLA_STATUS_RE.match(data)
     return found is not None and bool(int(found[1], 16) & _MOZILLA_EXPUNGED)
 
 

@@ -162,10 +162,7 @@ def _mistake_table_text(mistakes: dict[str, Any], event_model: str) -> str:
         return "off (a model from before it, or trained with --mistake-weight 0)"
     if event_model != "boolean":
         return f"{held}; not used with the {event_model} model"
-    return (
-        "not in use until a training run brings mail of every class it holds none of "
-        "(and the model has mail of)"
-    )
+    return "not in use until a training run brings mail of every class it holds none of"
 
 
 # What `info` says of the scoring table: all but "current" cost the pipe filter the
@@ -180,7 +177,7 @@ _PIPE_TABLE_STATES = {
     + _RETRAIN,
     "damaged": "damaged" + _RETRAIN,
     "untrusted": "not used: another user's, or others may write it (the pipe loads the model)",
-    "unusable": "none for this model (no spam class, a class without mail, or weights "
+    "unusable": "none for this model (no spam class, a side without mail, or weights "
     "of certainty): --pipe loads the whole model",
 }
 

@@ -1198,6 +1198,7 @@ def test_maildir_messages_marked_trashed_are_skipped_and_counted(tmp_path: Path)
     write(box / "cur" / "3.M3P3.hosT:2,S", message("kept: T in the host name"))
     write(box / "cur" / "4.M4P4.host:2,FS", message("kept"))
     write(box / "new" / "5.M5P5.hostT", message("kept: no flags yet"))
+    write(box / "cur" / "6.M6P6.host;2,ST", message("deleted, named on Windows"))
     skipped, on_skip = skips_recorder()
     read = [item.data for item in collect(box, on_skip=on_skip)]
     assert [m.split(b"Subject: ")[1].split(b"\n")[0] for m in read] == [
@@ -1208,8 +1209,23 @@ def test_maildir_messages_marked_trashed_are_skipped_and_counted(tmp_path: Path)
     assert sorted(Path(source).name for source, _ in skipped) == [
         "1.M1P1.host,S=90:2,ST",
         "2.M2P2.host,S=90:2,T",
+        "6.M6P6.host;2,ST",
     ]
     assert {reason for _, reason in skipped} == {"a message marked deleted (Maildir flag T)"}
+    # In a tree of Maildirs read as a folder (mbsync's ~/Mail/INBOX, ~/Mail/Junk) too,
+    # but not where a folder is forced to be read whole.
+    tree = tmp_path / "Mail"
+    write(tree / "INBOX" / "cur" / "1.M1P1.host:2,ST", message("deleted"))
+    write(tree / "INBOX" / "cur" / "2.M2P2.host:2,S", message("kept"))
+    (tree / "INBOX" / "new").mkdir()
+    # A folder with a cur/ beside messages is no Maildir: its names mean nothing.
+    write(tree / "notes" / "cur" / "3.M3P3.host:2,ST", message("no Maildir: read"))
+    write(tree / "notes" / "kept.eml", message("kept"))
+    skipped, on_skip = skips_recorder()
+    read = sorted(Path(i.source).name for i in collect(tree, on_skip=on_skip))
+    assert read == ["2.M2P2.host:2,S", "3.M3P3.host:2,ST", "kept.eml"]
+    assert [Path(source).name for source, _ in skipped] == ["1.M1P1.host:2,ST"]
+    assert len(collect(tree, "dir")) == 4
 
 
 def thunderbird_message(number: int, status: str, body: str = "") -> bytes:
@@ -1223,7 +1239,7 @@ def thunderbird_message(number: int, status: str, body: str = "") -> bytes:
 def test_thunderbird_messages_marked_expunged_are_skipped_and_counted(tmp_path: Path) -> None:
     # Thunderbird keeps a deleted message's bytes in the mbox until the folder is
     # compacted, flagged 0x0008 in X-Mozilla-Status.
-    statuses = ["0001", "0009", "0008", "000b", "0000", "0005"]
+    statuses = ["0001", "0009", "0008", "000B", "0000", "0005"]
     inbox = write(
         tmp_path / "Inbox",
         b"".join(
@@ -1235,6 +1251,15 @@ def test_thunderbird_messages_marked_expunged_are_skipped_and_counted(tmp_path: 
     kept = [message_id(item.data) for item in collect(inbox, on_skip=on_skip)]
     # Only the header's field counts: message 5 quotes a deleted one's in its body.
     assert kept == ["<0@example.org>", "<4@example.org>", "<5@example.org>"]
+    # And only as the first line, where Thunderbird writes it: lower down, a sender
+    # may have put it there, and a spam would escape training (review 29).
+    later = write(
+        tmp_path / "procmail",
+        b"From a@example.org Tue Mar  4 09:12:44 2025\nReturn-Path: <a@example.org>\n"
+        b"X-Mozilla-Status: 0009\nSubject: not Thunderbird's\n\nbuy now\n\n"
+        + thunderbird_message(9, "0001"),
+    )
+    assert len(collect(later)) == 2
     assert [source for source, _ in skipped] == [f"{inbox}:{n}" for n in (2, 3, 4)]
     assert {reason for _, reason in skipped} == {
         "a message marked deleted (Thunderbird's X-Mozilla-Status)"
@@ -1308,6 +1333,18 @@ def test_files_larger_than_a_message_are_not_read_whole(
         with pytest.raises(MailSourceError, match="more than a message"):
             collect(folder / name, "file")
     assert len(collect(folder / "big.mbox")) == 10
+    # Given as PATH, a file that large is refused before a byte of it is read.
+    real_open = open
+
+    def unread(path, *args, **kwargs):
+        handle = real_open(path, *args, **kwargs)
+        if str(path).endswith("large.eml"):
+            handle.read = lambda *a: pytest.fail("read before its size was checked")
+        return handle
+
+    monkeypatch.setattr(mail, "open", unread, raising=False)
+    with pytest.raises(MailSourceError, match="more than a message"):
+        collect(folder / "large.eml", "file")
 
 
 def test_an_unreadable_maildir_subfolder_is_counted_with_recursive(
