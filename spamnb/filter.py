@@ -164,17 +164,21 @@ class SpamFilter:
         run of ham alone against an empty spam row adds nearly every ham message,
         many times over, and the table then calls spam ham (on a synthetic corpus,
         106 test errors against the Naive Bayes's 62).  So a run starts the rows it
-        brings mail for only when it brings mail for every empty row: also the row of a
-        class the model has no mail of, as moving all of a third class's mail leaves
-        one, since the walk scores against every row (the table stays in use meanwhile,
-        see :meth:`mistake_weight`; leaving such a row out, a run of spam after all the
-        ham was forgotten added spam against an empty ham row, 417 copies against 132;
-        review 29).
+        brings mail for only when it brings mail for every empty row of a class the
+        model has mail of.  A class it has none of (moving all of a third class's mail
+        elsewhere leaves one) is left out of the walk (see :meth:`train_mistakes`), so
+        its empty row outvotes nothing; waiting for its mail, which may never come, had
+        kept the table from training for good (reviews 28 to 30).
         """
         if not self.mistakes.weight or not len(labels):
             return False
         filled = self.mistakes.counts.any(axis=1)
-        empty = {c for row, c in enumerate(self.classes) if row >= len(filled) or not filled[row]}
+        with_mail = self.model.class_counts > 0
+        empty = {
+            c
+            for row, c in enumerate(self.classes)
+            if with_mail[row] and (row >= len(filled) or not filled[row])
+        }
         return empty <= set(labels)
 
     def mistake_order(self, X: sp.csr_matrix, digests: Sequence[str] | None = None) -> np.ndarray:
@@ -203,7 +207,13 @@ class SpamFilter:
             # counted them: the table would work them out again.
             order = self.mistake_order(X, digests)
         table = self._grown_mistakes()
-        copies = table.train(X, class_rows(self.classes, labels), digests=digests, order=order)
+        copies = table.train(
+            X,
+            class_rows(self.classes, labels),
+            digests=digests,
+            order=order,
+            ignored=without_mail if (without_mail := self.model.class_counts <= 0).any() else None,
+        )
         if digests is not None:
             for digest, count in zip(digests, copies.tolist(), strict=True):
                 if count:

@@ -381,6 +381,7 @@ def _read(path: str) -> bytes:
             if stat.S_ISREG(status.st_mode):
                 if status.st_size > MAX_STREAM_BYTES:
                     raise MailSourceError(_too_long(_show(path)))
+                # Whole, not to the bound: read(n) allocates n bytes first.
                 return fh.read()
             data = fh.read(MAX_STREAM_BYTES + 1)
     except OSError as exc:
@@ -825,8 +826,7 @@ def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterato
     file, and gets it.)"""
     seen: set[_FolderKey] = set()
     _first_visit(root, seen)
-    whole = os.path.abspath(root)
-    rules = _folder_rules(root, os.path.dirname(whole), os.path.basename(whole), mh_rules)
+    rules = _folder_rules(root, mh_rules)
     # A stack of listings, not recursion: a tree a thousand folders deep is no error.
     listings = [(root, iter(_sorted_entries(root)), rules)]
     while listings:
@@ -860,19 +860,20 @@ def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterato
                 # over as an unreadable file is; one given itself is an error.
                 skip(entry.path, exc.reason)
                 continue
-            listings.append(
-                (entry.path, listing, _folder_rules(entry.path, folder, entry.name, mh_rules))
-            )
+            listings.append((entry.path, listing, _folder_rules(entry.path, mh_rules)))
 
 
-def _folder_rules(path: str, parent: str, name: str, detected: bool) -> str | None:
+def _folder_rules(path: str, detected: bool) -> str | None:
     """Whose rules say which files of the folder at ``path`` are messages: "mh" for an
     MH folder, "maildir" for the cur/ or new/ of a Maildir (a tree of them, as mbsync
-    keeps, is read folder by folder), None for others or a format forced."""
+    keeps, is read folder by folder), None for others or a format forced.  Judged by
+    the real folder, not the name a link gives it: the same folder read by another
+    name would have given up its trashed mail, or not, by which name came first."""
     if not detected:
         return None
     if _is_mh(path):
         return "mh"
+    parent, name = os.path.split(os.path.realpath(path))
     if name in ("cur", "new") and _is_maildir(parent):
         return "maildir"
     return None
@@ -957,12 +958,16 @@ def _is_trashed(name: str) -> bool:
     return found is not None and "T" in found[1]
 
 
-# Thunderbird writes the field as a message's first line in its folders (the envelope
-# line above it is not in the message here).  Only there: a sender can put one
+# Thunderbird writes the field at a message's head in its folders (the envelope line
+# above it is not in the message here).  Only there: a sender can put one
 # anywhere in the header, and a spam carrying "0009" would not have been learnt, while
 # other mail programs keep such a field from mail that passed through Thunderbird
 # (review 29).
-_MOZILLA_STATUS_RE = re.compile(rb"X-Mozilla-Status: ?([0-9A-Fa-f]{4})\r?\n")
+# For a POP3 account it writes its own X-Account-Key and X-UIDL lines before it.
+_MOZILLA_STATUS_RE = re.compile(
+    rb"(?:X-Account-Key: [^\r\n]*\r?\n)?(?:X-UIDL: [^\r\n]*\r?\n)?"
+    rb"X-Mozilla-Status: ?([0-9A-Fa-f]{4})\r?\n"
+)
 # Thunderbird's flag for a message deleted from a local folder, whose bytes stay in the
 # mbox until the folder is compacted (nsMsgMessageFlags::Expunged).
 _MOZILLA_EXPUNGED = 0x8

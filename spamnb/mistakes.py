@@ -184,15 +184,19 @@ def _block_margins(
     divisors: np.ndarray,
     start: int,
     end: int,
+    ignored: np.ndarray | None = None,
 ) -> np.ndarray:
     """The margins :meth:`MistakeTable.train` gives messages start..end-1: each one's
-    score for its own class over the best other's, per known token to a power."""
+    score for its own class over the best other's (not an ``ignored`` one), per known
+    token to a power."""
     summed = block_sums(indices, indptr, values, start, end)
     known = summed[:, -1]
     scores = summed[:, :-1] - known[:, None] * per_token
     own = labels[start:end]
     mine = scores[np.arange(len(own)), own]
     scores[np.arange(len(own)), own] = -np.inf
+    if ignored is not None:
+        scores[:, ignored] = -np.inf
     margins = (mine - scores.max(axis=1)) / divisors[known.astype(np.int64)]
     margins[known == 0] = 0.0
     # A message with no tokens: no copy of it can change its margin.
@@ -208,6 +212,7 @@ def _single_margin(
     per_token: np.ndarray,
     label: int,
     divisors: np.ndarray,
+    ignored: np.ndarray | None = None,
 ) -> float:
     """The margin :meth:`MistakeTable.train` gives the message whose columns are
     indices[start:end], as :func:`_block_margins` gives it in a block of its own: the
@@ -225,6 +230,8 @@ def _single_margin(
     scores = summed[:-1] - known * per_token
     mine = scores[label]
     scores[label] = -np.inf
+    if ignored is not None:
+        scores[ignored] = -np.inf
     return float((mine - scores.max()) / divisors[int(known)])
 
 
@@ -350,11 +357,15 @@ class MistakeTable:
         tokens: Sequence[str] | None = None,
         digests: Sequence[str] | None = None,
         order: np.ndarray | None = None,
+        ignored: np.ndarray | None = None,
     ) -> np.ndarray:
         """Add the messages (count rows ``X``, counted by presence; class numbers
         ``rows``) the table gets wrong by less than ``MARGIN``, pass after pass;
-        returns each one's copies.  A row must hold each column once, as count
-        matrices do (checking would cost a pass over the matrix).  A message with
+        returns each one's copies.  A message's margin is over the other classes but
+        the ``ignored`` ones (a flag per class: those the model has no mail of, whose
+        empty rows would outvote every class on the tokens they have not seen).  A row
+        must hold each column once, as count matrices do (checking would cost a pass
+        over the matrix).  A message with
         no tokens at all is never added: no copy of it can change its score.
 
         Messages are taken one at a time, each scored by the table as the messages
@@ -438,11 +449,20 @@ class MistakeTable:
                         per_token,
                         classes[position],
                         divisors,
+                        ignored,
                     )
                     hits = [0] if margin <= MARGIN else []
                 else:
                     margins = _block_margins(
-                        indices, indptr, values, per_token, labels, divisors, position, end
+                        indices,
+                        indptr,
+                        values,
+                        per_token,
+                        labels,
+                        divisors,
+                        position,
+                        end,
+                        ignored,
                     )
                     hits = np.flatnonzero(margins <= MARGIN)
                 if not len(hits):

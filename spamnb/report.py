@@ -162,7 +162,10 @@ def _mistake_table_text(mistakes: dict[str, Any], event_model: str) -> str:
         return "off (a model from before it, or trained with --mistake-weight 0)"
     if event_model != "boolean":
         return f"{held}; not used with the {event_model} model"
-    return "not in use until a training run brings mail of every class it holds none of"
+    return (
+        "not in use until a training run brings mail of every class it holds none of "
+        "(of those the model has mail of)"
+    )
 
 
 # What `info` says of the scoring table: all but "current" cost the pipe filter the

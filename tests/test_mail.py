@@ -1226,6 +1226,12 @@ def test_maildir_messages_marked_trashed_are_skipped_and_counted(tmp_path: Path)
     assert read == ["2.M2P2.host:2,S", "3.M3P3.host:2,ST", "kept.eml"]
     assert [Path(source).name for source, _ in skipped] == ["1.M1P1.host:2,ST"]
     assert len(collect(tree, "dir")) == 4
+    # The real folder decides, not the name a link gives it.
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "a_link").symlink_to(tree / "INBOX" / "cur")
+    assert [Path(i.source).name for i in collect(other)] == ["2.M2P2.host:2,S"]
+    assert [Path(i.source).name for i in collect(other / "a_link")] == ["2.M2P2.host:2,S"]
 
 
 def thunderbird_message(number: int, status: str, body: str = "") -> bytes:
@@ -1260,6 +1266,17 @@ def test_thunderbird_messages_marked_expunged_are_skipped_and_counted(tmp_path: 
         + thunderbird_message(9, "0001"),
     )
     assert len(collect(later)) == 2
+    # For a POP3 account Thunderbird writes its X-Account-Key and X-UIDL lines first.
+    pop3 = write(
+        tmp_path / "pop3",
+        b"".join(
+            b"From - Tue Mar  4 09:12:44 2025\r\nX-Account-Key: account1\r\n"
+            + f"X-UIDL: {n}\r\nX-Mozilla-Status: {status}\r\n".encode()
+            + f"Subject: m{n}\r\n\r\nbody\r\n\r\n".encode()
+            for n, status in enumerate(["0001", "0009", "0001"])
+        ),
+    )
+    assert [mail.header_value(i.data, "Subject") for i in collect(pop3)] == ["m0", "m2"]
     assert [source for source, _ in skipped] == [f"{inbox}:{n}" for n in (2, 3, 4)]
     assert {reason for _, reason in skipped} == {
         "a message marked deleted (Thunderbird's X-Mozilla-Status)"

@@ -749,3 +749,52 @@ def test_a_run_larger_than_the_sample_trains_the_same_table_in_any_order(sample_
     # And the same calibration: its folds are dealt by digest, not by position.
     assert first.calibration.fitted_on == 25
     assert_same_calibration(first.calibration, second.calibration)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_class_left_out_of_the_walk_changes_nothing_but_its_own_outvoting(seed):
+    # A class the model has no mail of (moving all of a third class's mail leaves one)
+    # has an empty row, which would outvote both others on every token it has not
+    # seen; left out, the walk takes what a table of the two others takes, copy for
+    # copy (reviews 28 to 30: waiting for mail of that class kept the table from ever
+    # training again).
+    token_lists, labels = synthetic_corpus(40, 50, seed=seed)
+    P, rows, classes = counted(token_lists, labels)
+    two = MistakeTable()
+    two.fit_shape(len(classes), P.shape[1])
+    expected = two.train(P, rows, seed=seed)
+    three = MistakeTable()
+    three.fit_shape(len(classes) + 1, P.shape[1])
+    copies = three.train(P, rows, seed=seed, ignored=np.array([False, False, True]))
+    np.testing.assert_array_equal(copies, expected)
+    np.testing.assert_array_equal(three.counts[:2], two.counts)
+    assert not three.counts[2].any()
+    # Not left out, the empty row takes its toll.
+    unaware = MistakeTable()
+    unaware.fit_shape(len(classes) + 1, P.shape[1])
+    assert unaware.train(P, rows, seed=seed).sum() > expected.sum()
+
+
+def test_a_run_after_all_of_a_class_was_forgotten_adds_nothing_against_it():
+    # Review 29: a run of spam after all the ham was forgotten walked spam against the
+    # empty ham row, and took 417 copies where 132 had been taken before.
+    token_lists, labels = synthetic_corpus(40, 50, seed=3)
+    digests = [f"m{i}" for i in range(len(labels))]
+    spam_filter = SpamFilter()
+    first = len(labels) // 2
+    spam_filter.learn(token_lists[:first], labels[:first], digests[:first])
+    spam_filter.train_mistakes(
+        spam_filter.vectorise(token_lists[:first]), labels[:first], digests[:first]
+    )
+    ham = [i for i in range(first) if labels[i] == "ham"]
+    spam_filter.forget([token_lists[i] for i in ham], [digests[i] for i in ham])
+    before = spam_filter.mistakes.counts.copy()
+    spam_row, ham_row = spam_filter.classes.index("spam"), spam_filter.classes.index("ham")
+    assert before[spam_row].any() and not before[ham_row].any()  # its copies went with it
+    spam = [i for i in range(first, len(labels)) if labels[i] == "spam"]
+    later = [token_lists[i] for i in spam]
+    spam_filter.learn(later, ["spam"] * len(spam), [digests[i] for i in spam])
+    assert spam_filter.trains_mistakes(["spam"])
+    copies = spam_filter.train_mistakes(spam_filter.vectorise(later), ["spam"] * len(spam))
+    assert not copies.any()
+    np.testing.assert_array_equal(spam_filter.mistakes.counts[:, : before.shape[1]], before)
