@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli_helpers import assert_one_line_error, pipe_subprocess, run
+from cli_helpers import assert_one_line_error, pipe_subprocess, run, train_sample
 from click.testing import Result
 
 from spamnb import store
@@ -604,12 +604,7 @@ def test_running_out_of_memory_is_one_line_and_leaves_the_model(
 ):
     # Under a ulimit or a container's limit, a MemoryError ended in a traceback.
     model = tmp_path / "model.joblib"
-    assert (
-        run(
-            "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
-        ).exit_code
-        == 0
-    )
+    assert train_sample(model, sample_maildir).exit_code == 0
     before = model.read_bytes()
 
     def no_memory(*args, **kwargs):
@@ -618,9 +613,7 @@ def test_running_out_of_memory_is_one_line_and_leaves_the_model(
     import spamnb.training
 
     monkeypatch.setattr(spamnb.training, "learn_counted", no_memory)
-    result = run(
-        "train", "-m", model, "--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham"
-    )
+    result = train_sample(model, sample_maildir)
     assert result.exit_code == 1
     assert_one_line_error(result, "spamnb: out of memory")
     assert model.read_bytes() == before
