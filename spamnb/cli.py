@@ -561,7 +561,7 @@ def message_identities() -> Callable[[str], str]:
     real = functools.cache(os.path.realpath)
 
     def identity(source: str) -> str:
-        if source == "-":
+        if source == "-" or source.startswith("-:"):  # standard input, or its mbox's
             return source
         try:
             is_link = stat.S_ISLNK(os.lstat(source).st_mode)

@@ -58,8 +58,9 @@ Supported sources and how a PATH is recognised when no format is forced
     marked deleted (``X-Mozilla-Status`` with flag 0008, as its first line) is skipped.
 ``file``
     Any other regular file (or a named pipe): one message, bytes untouched,
-    including a leading ``From_`` line as in the SpamAssassin corpus. ``-`` is one
-    message read from standard input.
+    including a leading ``From_`` line as in the SpamAssassin corpus. ``-`` is
+    standard input, read as a file is: one message, or an mbox (its messages named
+    ``-:1``, ``-:2``, ...).
 
 The PATH ``-`` always means standard input; a file of that name can be given as
 ``./-``. Folders reached through symbolic links are followed, but each real
@@ -587,11 +588,11 @@ def iter_messages(
     skip = on_skip if on_skip is not None else _ignore_skip
 
     if text == "-":
-        if fmt not in (None, "file"):
+        if fmt not in (None, "file", "mbox"):
             raise MailSourceError(
-                f"standard input ('-') can only be read as one message, not {fmt}"
+                f"standard input ('-') can only be read as a message or an mbox, not {fmt}"
             )
-        return _iter_stdin(stdin)
+        return _iter_stdin(stdin, fmt, skip)
 
     status = _stat(text)
     mode = status.st_mode
@@ -663,7 +664,11 @@ def _checked(source: str, data: bytes) -> MailItem:
     return MailItem(source, data)
 
 
-def _iter_stdin(stdin: BinaryIO | None) -> Iterator[MailItem]:
+def _iter_stdin(stdin: BinaryIO | None, fmt: str | None, skip: SkipHandler) -> Iterator[MailItem]:
+    """Standard input as a file given as PATH is read: one message, or an mbox of them
+    (told apart as a file is, or forced), whose messages are named -:1, -:2, ...
+    Read as one message, ``train --spam - < spam.mbox`` learnt a whole mbox as a
+    single message, unsaid (review 26)."""
     if stdin is None:
         # sys.stdin is None under pythonw and a text-only stream in some embedders.
         stdin = getattr(sys.stdin, "buffer", None)
@@ -681,7 +686,21 @@ def _iter_stdin(stdin: BinaryIO | None) -> Iterator[MailItem]:
         raise MailSourceError("standard input ('-') is empty")
     if problem is not None:
         raise MailSourceError(f"standard input ('-') is not a mail message ({problem})")
-    yield MailItem("-", data)
+    if fmt == "mbox" and not _starts_with_from(data):
+        raise MailSourceError(
+            "standard input ('-') is not an mbox (it does not start with 'From ')"
+        )
+    kind = fmt if fmt is not None else _scan(io.BytesIO(), data, keep=False, whole=True)[0]
+    if kind != "mbox":
+        yield MailItem("-", data)
+        return
+    found = False
+    # Named mbox by the user it is split at every envelope line, as a file is.
+    for item in _mbox_items("-", io.BytesIO(data), skip, after_blank=fmt is None):
+        found = True
+        yield item
+    if not found:
+        raise MailSourceError("no messages found in standard input ('-')")
 
 
 def _iter_one_file(path: str, data: bytes | None) -> Iterator[MailItem]:

@@ -985,3 +985,22 @@ def test_a_model_reached_through_a_link_is_not_warned_of_a_missing_table(tmp_pat
     assert trained.exit_code == 0
     assert (tmp_path / "real" / "model.joblib.table").exists()
     assert "no pipe scoring table" not in trained.stderr
+
+
+def test_an_mbox_on_standard_input_is_learnt_as_its_messages(tmp_path, sample_maildir):
+    # `train --spam - < spam.mbox` learnt the whole mbox as one message (review 26).
+    spam = sorted(p for p in (sample_maildir / "spam").glob("*/*") if p.is_file())[:4]
+    envelope = b"From sender@example.org Tue Mar  4 09:12:44 2025\n"
+    mbox = b"\n".join(envelope + p.read_bytes().rstrip(b"\n") + b"\n" for p in spam)
+    model = tmp_path / "model.joblib"
+    summary = run_json(
+        "train", "-m", model, "--spam", "-", "--ham", sample_maildir / "ham", input=mbox
+    )
+    assert summary["classes"]["spam"]["trained"] == 4
+    listed = run("classify", "-m", model, "-", input=mbox)
+    assert listed.exit_code == 0, listed.output
+    assert [line.split("\t")[2] for line in listed.stdout.splitlines()] == [
+        "-:1", "-:2", "-:3", "-:4"
+    ]  # fmt: skip
+    whole = run("classify", "-m", model, "--format", "file", "-", input=mbox)
+    assert len(whole.stdout.splitlines()) == 1
