@@ -561,7 +561,7 @@ def message_identities() -> Callable[[str], str]:
     real = functools.cache(os.path.realpath)
 
     def identity(source: str) -> str:
-        if source == "-" or source.startswith("-:"):  # standard input, or its mbox's
+        if source == "-":
             return source
         try:
             is_link = stat.S_ISLNK(os.lstat(source).st_mode)
@@ -656,7 +656,13 @@ def iter_labelled(
     """Each stored message under the labelled paths once, with its label, as it is read
     (so that training holds a batch of mail in memory, not the mailbox); with
     ``allow_empty`` a folder or mbox without messages adds none instead of failing."""
-    from .mail import MailSourceError, display_source, iter_messages, subfolders_left_out
+    from .mail import (
+        MailSourceError,
+        display_source,
+        iter_messages,
+        looks_like_mbox,
+        subfolders_left_out,
+    )
 
     skipped: list[str] = []
     seen: dict[str, str] = {}
@@ -673,7 +679,14 @@ def iter_labelled(
                 on_skip=lambda where, why: skipped.append(f"{display_source(where)}: {why}"),
                 allow_empty=allow_empty,
             ):
-                identity = message_identity(item.source)
+                # Standard input's by name: a file may be called "-:1" too.
+                identity = item.source if path == "-" else message_identity(item.source)
+                if path == "-" and mail_format is None and looks_like_mbox(item.data):
+                    warn(
+                        "standard input holds more than one message by an mbox's envelope "
+                        "lines; it was read as one (a bounce or a patch can carry such a "
+                        "line): --format mbox reads it as an mbox"
+                    )
                 if identity in seen:
                     if seen[identity] != label:
                         raise fail(

@@ -58,9 +58,9 @@ Supported sources and how a PATH is recognised when no format is forced
     marked deleted (``X-Mozilla-Status`` with flag 0008, as its first line) is skipped.
 ``file``
     Any other regular file (or a named pipe): one message, bytes untouched,
-    including a leading ``From_`` line as in the SpamAssassin corpus. ``-`` is
-    standard input, read as a file is: one message, or an mbox (its messages named
-    ``-:1``, ``-:2``, ...).
+    including a leading ``From_`` line as in the SpamAssassin corpus. ``-`` is one
+    message read from standard input, or with ``fmt="mbox"`` an mbox (its messages
+    named ``-:1``, ``-:2``, ...).
 
 The PATH ``-`` always means standard input; a file of that name can be given as
 ``./-``. Folders reached through symbolic links are followed, but each real
@@ -569,7 +569,8 @@ def iter_messages(
     """Yield every message found at ``path`` (see the module docstring for formats).
 
     ``path`` may be ``-`` for one message read from ``stdin`` (default
-    ``sys.stdin.buffer``). ``fmt`` forces a format instead of detecting it.
+    ``sys.stdin.buffer``), or with ``fmt`` "mbox" its messages. ``fmt`` forces a
+    format instead of detecting it.
     ``recursive`` includes Maildir++ and MH subfolders (plain directories are
     always walked in full). Files inside a folder that do not look like mail are
     passed to ``on_skip(source, reason)`` and left out.
@@ -592,7 +593,7 @@ def iter_messages(
             raise MailSourceError(
                 f"standard input ('-') can only be read as a message or an mbox, not {fmt}"
             )
-        return _iter_stdin(stdin, fmt, skip)
+        return _iter_stdin(stdin, fmt, skip, allow_empty=allow_empty)
 
     status = _stat(text)
     mode = status.st_mode
@@ -664,11 +665,14 @@ def _checked(source: str, data: bytes) -> MailItem:
     return MailItem(source, data)
 
 
-def _iter_stdin(stdin: BinaryIO | None, fmt: str | None, skip: SkipHandler) -> Iterator[MailItem]:
-    """Standard input as a file given as PATH is read: one message, or an mbox of them
-    (told apart as a file is, or forced), whose messages are named -:1, -:2, ...
-    Read as one message, ``train --spam - < spam.mbox`` learnt a whole mbox as a
-    single message, unsaid (review 26)."""
+def _iter_stdin(
+    stdin: BinaryIO | None, fmt: str | None, skip: SkipHandler, *, allow_empty: bool = False
+) -> Iterator[MailItem]:
+    """Standard input: one message, or with ``fmt`` "mbox" the messages of an mbox,
+    named -:1, -:2, ...  Not told apart as a file is: a message piped from procmail or
+    a mail client comes with its envelope line, and a bounce carrying the original
+    with its own, or a patch from git format-patch in an attachment, read as two
+    messages (review 31; :func:`looks_like_mbox` lets the caller warn instead)."""
     if stdin is None:
         # sys.stdin is None under pythonw and a text-only stream in some embedders.
         stdin = getattr(sys.stdin, "buffer", None)
@@ -686,21 +690,27 @@ def _iter_stdin(stdin: BinaryIO | None, fmt: str | None, skip: SkipHandler) -> I
         raise MailSourceError("standard input ('-') is empty")
     if problem is not None:
         raise MailSourceError(f"standard input ('-') is not a mail message ({problem})")
-    if fmt == "mbox" and not _starts_with_from(data):
+    if fmt != "mbox":
+        yield MailItem("-", data)
+        return
+    if not _starts_with_from(data):
         raise MailSourceError(
             "standard input ('-') is not an mbox (it does not start with 'From ')"
         )
-    kind = fmt if fmt is not None else _scan(io.BytesIO(), data, keep=False, whole=True)[0]
-    if kind != "mbox":
-        yield MailItem("-", data)
-        return
     found = False
     # Named mbox by the user it is split at every envelope line, as a file is.
-    for item in _mbox_items("-", io.BytesIO(data), skip, after_blank=fmt is None):
+    for item in _mbox_items("-", io.BytesIO(data), skip, after_blank=False):
         found = True
         yield item
-    if not found:
+    if not found and not allow_empty:
         raise MailSourceError("no messages found in standard input ('-')")
+
+
+def looks_like_mbox(data: bytes) -> bool:
+    """Whether a message read whole (standard input) holds more messages by the rules
+    a file is told apart by: it starts with an envelope line, and a blank line, an
+    envelope line and a header field follow."""
+    return _scan(io.BytesIO(), data, keep=False, whole=True)[0] == "mbox"
 
 
 def _iter_one_file(path: str, data: bytes | None) -> Iterator[MailItem]:

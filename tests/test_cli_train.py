@@ -987,20 +987,27 @@ def test_a_model_reached_through_a_link_is_not_warned_of_a_missing_table(tmp_pat
     assert "no pipe scoring table" not in trained.stderr
 
 
-def test_an_mbox_on_standard_input_is_learnt_as_its_messages(tmp_path, sample_maildir):
-    # `train --spam - < spam.mbox` learnt the whole mbox as one message (review 26).
+def test_an_mbox_on_standard_input_is_learnt_as_its_messages_when_named_so(
+    tmp_path, sample_maildir
+):
+    # `train --spam - < spam.mbox` learnt the whole mbox as one message, unsaid
+    # (review 26): it is warned of, and --format mbox reads its messages.  Standard
+    # input stays one message by default: a bounce piped from procmail carries the
+    # original's envelope line (review 31).
     spam = sorted(p for p in (sample_maildir / "spam").glob("*/*") if p.is_file())[:4]
     envelope = b"From sender@example.org Tue Mar  4 09:12:44 2025\n"
     mbox = b"\n".join(envelope + p.read_bytes().rstrip(b"\n") + b"\n" for p in spam)
     model = tmp_path / "model.joblib"
-    summary = run_json(
-        "train", "-m", model, "--spam", "-", "--ham", sample_maildir / "ham", input=mbox
-    )
-    assert summary["classes"]["spam"]["trained"] == 4
-    listed = run("classify", "-m", model, "-", input=mbox)
-    assert listed.exit_code == 0, listed.output
+    assert train_sample(model, sample_maildir).exit_code == 0
+    one = run("classify", "-m", model, "-", input=mbox)
+    assert one.exit_code == 0, one.output
+    assert len(one.stdout.splitlines()) == 1
+    assert "--format mbox reads it as an mbox" in one.stderr
+    listed = run("classify", "-m", model, "--format", "mbox", "-", input=mbox)
     assert [line.split("\t")[2] for line in listed.stdout.splitlines()] == [
         "-:1", "-:2", "-:3", "-:4"
     ]  # fmt: skip
-    whole = run("classify", "-m", model, "--format", "file", "-", input=mbox)
-    assert len(whole.stdout.splitlines()) == 1
+    assert "--format mbox" not in listed.stderr
+    fresh = tmp_path / "fresh.joblib"
+    learnt = run_json("train", "-m", fresh, "--format", "mbox", "--spam", "-", input=mbox)
+    assert learnt["classes"]["spam"]["trained"] == 4
