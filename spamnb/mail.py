@@ -683,6 +683,11 @@ def _iter_stdin(
         data = stdin.read(MAX_STREAM_BYTES + 1)
     except OSError as exc:
         raise _os_error("-", exc) from None
+    if len(data) > MAX_STREAM_BYTES and fmt == "mbox":
+        raise MailSourceError(
+            f"standard input ('-') holds more than {MAX_STREAM_BYTES:,} bytes, more than "
+            "spamnb reads from it; give the mbox as a file, which is read a message at a time"
+        )
     if len(data) > MAX_STREAM_BYTES:
         raise MailSourceError(_too_long("standard input ('-')"))
     problem = _mail_problem(data)

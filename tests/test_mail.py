@@ -168,6 +168,18 @@ def test_stdin_is_one_message_unless_named_an_mbox() -> None:
     assert collect("-", "mbox", stdin=io.BytesIO(nothing), allow_empty=True) == []
 
 
+def test_an_mbox_on_stdin_larger_than_the_bound_names_the_way_round_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Standard input is read whole before it is split; an mbox file has no bound, and
+    # the error had called the mbox "more than a message" (review 32).
+    monkeypatch.setattr(mail, "MAX_STREAM_BYTES", 100)
+    with pytest.raises(MailSourceError, match="give the mbox as a file"):
+        collect("-", "mbox", stdin=io.BytesIO(make_hand_mbox_bytes()))
+    with pytest.raises(MailSourceError, match="more than a message"):
+        collect("-", stdin=io.BytesIO(make_hand_mbox_bytes()))
+
+
 def test_stdin_defaults_to_sys_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(PLAIN)))
     assert collect(Path("-")) == [MailItem("-", PLAIN)]
