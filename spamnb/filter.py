@@ -18,7 +18,7 @@ from . import HAM, SPAM, __version__
 from .calibration import LENGTH_EXPONENT, Calibration, choose_cutoffs, fit_platt, normalised
 from .counts import Vocabulary, count_matrix, presence, token_crcs
 from .mail import message_digest, message_digests
-from .mistakes import MistakeTable, class_rows, content_keys, content_order
+from .mistakes import MistakeTable, class_rows, content_keys, content_order, mixed_with_mistakes
 from .model import NaiveBayes
 from .scores import predicted_labels, stratified_folds
 from .tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize_sharing
@@ -48,16 +48,6 @@ MIN_REFIT_PER_CLASS = 20
 # The CRC seed of the calibration's fold order when messages come without digests;
 # another than the mistake table's walk, so the two orders are unrelated.
 CALIBRATION_ORDER_SEED = 1
-
-
-def mixed_with_mistakes(jll: np.ndarray, table_jll: np.ndarray, weight: float) -> np.ndarray:
-    """The Naive Bayes's joint log-likelihoods ``jll`` mixed with the mistake table's
-    at ``weight``; what the Naive Bayes holds impossible (-inf: a class without mail)
-    stays so, where at weight 1 the product 0 * -inf was NaN, and so was every score
-    (review 29)."""
-    with np.errstate(invalid="ignore"):
-        mixed = (1 - weight) * jll + weight * table_jll
-    return np.where(np.isneginf(jll), -np.inf, mixed)
 
 
 @dataclass
@@ -212,7 +202,7 @@ class SpamFilter:
             class_rows(self.classes, labels),
             digests=digests,
             order=order,
-            ignored=without_mail if (without_mail := self.model.class_counts <= 0).any() else None,
+            ignored=self.model.class_counts <= 0,
         )
         if digests is not None:
             for digest, count in zip(digests, copies.tolist(), strict=True):

@@ -76,6 +76,7 @@ printable ASCII), and NUL bytes make up no more than 1% of its first 4 KB.
 
 from __future__ import annotations
 
+import codecs
 import errno
 import io
 import os
@@ -121,7 +122,7 @@ _ENVELOPE_DATE = re.compile(
 # real envelope lines are well under 100 bytes.
 _SCAN_OVERLAP = 512
 # UTF-8's byte-order mark, which some editors put at the start of a saved message.
-_BOM = b"\xef\xbb\xbf"
+_BOM = codecs.BOM_UTF8
 # The blank line that ends a header block (LF or CRLF line ends).
 _HEADER_END = re.compile(rb"\n\r?\n")
 # Control characters (Unicode category Cc) that are not whitespace. Whitespace ones
@@ -683,13 +684,13 @@ def _iter_stdin(
         data = stdin.read(MAX_STREAM_BYTES + 1)
     except OSError as exc:
         raise _os_error("-", exc) from None
-    if len(data) > MAX_STREAM_BYTES and fmt == "mbox":
+    if len(data) > MAX_STREAM_BYTES:
         raise MailSourceError(
             f"standard input ('-') holds more than {MAX_STREAM_BYTES:,} bytes, more than "
             "spamnb reads from it; give the mbox as a file, which is read a message at a time"
+            if fmt == "mbox"
+            else _too_long("standard input ('-')")
         )
-    if len(data) > MAX_STREAM_BYTES:
-        raise MailSourceError(_too_long("standard input ('-')"))
     problem = _mail_problem(data)
     if problem == "empty file":
         raise MailSourceError("standard input ('-') is empty")

@@ -235,6 +235,16 @@ def _single_margin(
     return float((mine - scores.max()) / divisors[int(known)])
 
 
+def mixed_with_mistakes(jll: np.ndarray, table_jll: np.ndarray, weight: float) -> np.ndarray:
+    """The Naive Bayes's joint log-likelihoods ``jll`` mixed with the mistake table's
+    at ``weight``; what the Naive Bayes holds impossible (-inf: a class without mail)
+    stays so, where at weight 1 the product 0 * -inf was NaN, and so was every score
+    (review 29)."""
+    with np.errstate(invalid="ignore"):
+        mixed = (1 - weight) * jll + weight * table_jll
+    return np.where(np.isneginf(jll), -np.inf, mixed)
+
+
 class MistakeTable:
     """Per-class counts of the messages added for being hard, and their scoring."""
 
@@ -387,6 +397,8 @@ class MistakeTable:
         over their columns, cost 200 MB at the peak of training 25,000 messages.)
         """
         n, n_classes = X.shape[0], self.counts.shape[0]
+        if ignored is not None and not ignored.any():
+            ignored = None  # nothing to mask in every block
         copies = np.zeros(n, dtype=np.int64)
         if n == 0 or n_classes < 2:
             return copies

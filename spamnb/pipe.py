@@ -10,6 +10,7 @@ header answers a recipe's ``^X-Spamnb:``.
 
 from __future__ import annotations
 
+import codecs
 import math
 import os
 import re
@@ -41,9 +42,10 @@ EXIT_CODES = {"Spam": 0, "Ham": 1, "Unsure": 2}
 EXIT_ERROR = 3
 DEFAULT_MAX_SIZE = 1024 * 1024
 
-# A field name (printable ASCII but the colon) and its colon.
-_FIELD = rb"[\x21-\x39\x3b-\x7e]+[ \t]*:"
-_FIELD_NAME_RE = re.compile(rb"[\x21-\x39\x3b-\x7e]+")
+# A field name (printable ASCII but the colon), and with its colon as readers take it.
+_FIELD_NAME = rb"[\x21-\x39\x3b-\x7e]+"
+_FIELD = _FIELD_NAME + rb"[ \t]*:"
+_FIELD_NAME_RE = re.compile(_FIELD_NAME)
 # The envelope lines of a message a program wrapped: after its own envelope line, the
 # "From " line the message came with, kept or quoted (">From ") as an mbox writer
 # quotes a body line, and then a header field.  mutt and Python's email parser take an
@@ -68,9 +70,6 @@ _HEADER_BLOCK_RE = re.compile(
 )
 
 
-_BOM = b"\xef\xbb\xbf"
-
-
 def header_block_end(message: bytes) -> int:
     """Offset just past the last line of the header block as a mail parser reads it.
 
@@ -81,7 +80,8 @@ def header_block_end(message: bytes) -> int:
     # After a UTF-8 byte-order mark, which some programs write first in a file, as the
     # tokenizer reads the header after it (review 22: the verdict went before it, and
     # the message filtered was then all body to a later training).
-    block = _HEADER_BLOCK_RE.match(message, 3 if message.startswith(_BOM) else 0)
+    bom = codecs.BOM_UTF8
+    block = _HEADER_BLOCK_RE.match(message, len(bom) if message.startswith(bom) else 0)
     return 0 if block is None else block.end()
 
 

@@ -195,10 +195,11 @@ def table_arrays(spam_filter: SpamFilter) -> tuple[dict[str, Any], tuple[Any, ..
         # In place: feature_log_prob's array is this call's own.
         weights *= 1 - mistake_weight
         spam_filter.mistakes.add_log_prob(weights, active, mistake_weight)
-        # A class without mail stays at -inf (0 times -inf is NaN at weight 1).
-        with np.errstate(invalid="ignore"):
-            scaled = (1 - mistake_weight) * constant
-        constant = np.where(np.isneginf(constant), -np.inf, scaled)
+        # The constant is the table's share of nothing, and a class without mail stays
+        # at -inf, as in scoring.
+        from .mistakes import mixed_with_mistakes
+
+        constant = mixed_with_mistakes(constant, np.zeros_like(constant), mistake_weight)
     hashes = vocabulary_hashes(spam_filter.vocabulary)[: weights.shape[1]]
     if not active.all():  # else the arrays stand as they are, uncopied
         columns = np.flatnonzero(active)

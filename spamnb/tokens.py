@@ -2064,10 +2064,9 @@ def tokenize(data: bytes, settings: TokenizerSettings = DEFAULT_SETTINGS) -> lis
     # larger, and a spammer who pads a message gets it scored on that megabyte.
     if settings.max_bytes and len(data) > settings.max_bytes:
         data = data[: settings.max_bytes]
-    if data[:3] == b"\xef\xbb\xbf":
-        # A UTF-8 byte-order mark, which some programs write first in a file: the header
-        # after it was read as body (version 6).
-        data = data[3:]
+    # A UTF-8 byte-order mark, which some programs write first in a file: the header
+    # after it was read as body (version 6).
+    data = data.removeprefix(codecs.BOM_UTF8)
     if data[:1] in (b"\n", b"\r"):
         # Blank lines before the header: mail programs and spamnb's folder readers take
         # the file for mail, but parsed as it is its header was body (version 4).
