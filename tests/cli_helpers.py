@@ -57,6 +57,23 @@ def without_added_header(output: bytes, original: bytes) -> bool:
     )
 
 
+def forged_verdicts(ham: bytes) -> tuple[bytes, ...]:
+    """``ham`` with a sender's own "X-Spamnb: Spam" where a mail filter's rule could read it.
+
+    After a broken header line it is header to procmail though body to a mail parser;
+    so it is after a line holding only a carriage return, and in the body of CRLF mail,
+    where procmail's header goes on to a bare line feed (review 9).
+    """
+    head, _, body = ham.partition(b"\n\n")
+    crlf_head, crlf_body = head.replace(b"\n", b"\r\n"), body.replace(b"\n", b"\r\n")
+    return (
+        b"X-Spamnb: Spam\n" + ham,
+        head + b"\nnot a header line\nX-Spamnb: Spam\n\n" + body,
+        head + b"\n\r\nX-Spamnb: Spam\n\n" + body,
+        crlf_head + b"\r\n\r\nX-Spamnb: Spam\r\n" + crlf_body,
+    )
+
+
 def pipe_subprocess(args: list[str], message: bytes, **kwargs) -> subprocess.CompletedProcess:
     """``spamnb ARGS`` in a process of its own, ``message`` on its stdin."""
     return subprocess.run(

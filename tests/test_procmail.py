@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import run, without_added_header
+from cli_helpers import forged_verdicts, run, without_added_header
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -119,18 +119,7 @@ def test_a_forged_verdict_does_not_send_ham_to_the_junk_folder(tmp_path, sample_
     maildir = make_maildirs(tmp_path)
     rcfile = rcfile_for(tmp_path, model)
     ham = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
-    head, _, body = ham.partition(b"\n\n")
-    # A sender's "X-Spamnb: Spam" would file good mail as junk if the recipe saw it;
-    # after a broken header line it is header to procmail though body to a mail parser.
-    # So it is after a line holding only a carriage return, and in the body of CRLF
-    # mail, where procmail's header goes on to a bare line feed (review 9).
-    crlf_head, crlf_body = head.replace(b"\n", b"\r\n"), body.replace(b"\n", b"\r\n")
-    forgeries = (
-        b"X-Spamnb: Spam\n" + ham,
-        head + b"\nnot a header line\nX-Spamnb: Spam\n\n" + body,
-        head + b"\n\r\nX-Spamnb: Spam\n\n" + body,
-        crlf_head + b"\r\n\r\nX-Spamnb: Spam\r\n" + crlf_body,
-    )
+    forgeries = forged_verdicts(ham)
     for forged in forgeries:
         assert deliver(rcfile, forged, {"PATH": os.environ["PATH"]}) == 0
     assert delivered(maildir / ".Junk") == []
