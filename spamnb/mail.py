@@ -58,7 +58,9 @@ Supported sources and how a PATH is recognised when no format is forced
     marked deleted (``X-Mozilla-Status`` with flag 0008, as its first line) is skipped.
 ``file``
     Any other regular file (or a named pipe): one message, bytes untouched,
-    including a leading ``From_`` line as in the SpamAssassin corpus. ``-`` is one
+    including a leading ``From_`` line as in the SpamAssassin corpus.  Unless forced,
+    a Thunderbird folder of one message it deleted (the same field just below that
+    line) is skipped. ``-`` is one
     message read from standard input, or with ``fmt="mbox"`` an mbox (its messages
     named ``-:1``, ``-:2``, ...).
 
@@ -623,8 +625,10 @@ def iter_messages(
 
     if allow_empty and stat.S_ISREG(mode) and status.st_size == 0:
         return iter(())  # an emptied mbox, or an empty file of a glob
-    if fmt == "file":
+    if fmt == "file" and forced:
         return _iter_one_file(text, data)
+    if fmt == "file":
+        return _expect_some(text, _iter_one_file(text, data, skip), allow_empty=allow_empty)
     if fmt == "dir":
         return _expect_some(
             text, _iter_dir(text, skip, mh_rules=not forced), allow_empty=allow_empty
@@ -719,10 +723,18 @@ def looks_like_mbox(data: bytes) -> bool:
     return _scan(io.BytesIO(), data, keep=False, whole=True)[0] == "mbox"
 
 
-def _iter_one_file(path: str, data: bytes | None) -> Iterator[MailItem]:
+def _iter_one_file(
+    path: str, data: bytes | None, skip: SkipHandler | None = None
+) -> Iterator[MailItem]:
+    """The message of a file given as PATH; with ``skip``, nothing (told to it) when
+    the file is a Thunderbird folder whose one message was deleted."""
     if data is None:
         data = _read(path)
-    yield _checked(path, data)
+    item = _checked(path, data)
+    if skip is not None and _is_expunged_folder(data):
+        skip(path, _EXPUNGED)
+        return
+    yield item
 
 
 def _expect_some(
@@ -801,6 +813,8 @@ def _iter_member(source: str, skip: SkipHandler, *, mbox_files: bool = False) ->
         yield from _mbox_items(source, io.BytesIO(data), skip)
     elif data is None:
         skip(source, f"holds more than {MAX_STREAM_BYTES:,} bytes, more than a message")
+    elif _is_expunged_folder(data):
+        skip(source, _EXPUNGED)
     else:
         yield MailItem(source, data)
 
@@ -1008,11 +1022,24 @@ _MOZILLA_STATUS_RE = re.compile(
 _MOZILLA_EXPUNGED = 0x8
 
 
+_EXPUNGED = "a message marked deleted (Thunderbird's X-Mozilla-Status)"
+
+
 def _is_expunged(data: bytes) -> bool:
     """Whether a message of an mbox is one Thunderbird deleted and has not compacted
     away (see _is_trashed for why it is left out)."""
     found = _MOZILLA_STATUS_RE.match(data)
     return found is not None and bool(int(found[1], 16) & _MOZILLA_EXPUNGED)
+
+
+def _is_expunged_folder(data: bytes) -> bool:
+    """Whether a file read as one message is a Thunderbird folder holding a single
+    message, one it deleted: an mbox of one message is told apart as a message file
+    with its envelope line, and so was learnt."""
+    if not data.startswith(b"From "):
+        return False
+    end = data.find(b"\n")
+    return end >= 0 and _is_expunged(data[end + 1 :])
 
 
 def _iter_mbox(path: str, skip: SkipHandler, *, after_blank: bool = True) -> Iterator[MailItem]:
@@ -1053,7 +1080,7 @@ def _mbox_items(
         source = f"{path}:{number}"
         problem = _mail_problem(data)
         if problem is None and _is_expunged(data):
-            problem = "a message marked deleted (Thunderbird's X-Mozilla-Status)"
+            problem = _EXPUNGED
         if problem is None:
             yield MailItem(source, data)
         else:

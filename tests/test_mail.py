@@ -1328,6 +1328,32 @@ def test_thunderbird_messages_marked_expunged_are_skipped_and_counted(tmp_path: 
     }
 
 
+def test_a_thunderbird_folder_of_one_deleted_message_holds_no_mail(tmp_path: Path) -> None:
+    # An mbox of one message reads as a message file with its envelope line, so the
+    # one deleted message left in a junk folder emptied but not compacted was learnt.
+    junk = write(tmp_path / "Mail" / "Junk", thunderbird_message(1, "0009"))
+    kept = write(tmp_path / "Mail" / "Inbox", thunderbird_message(2, "0001"))
+    skipped, on_skip = skips_recorder()
+    assert [item.source for item in collect(tmp_path / "Mail", on_skip=on_skip)] == [str(kept)]
+    assert skipped == [(str(junk), "a message marked deleted (Thunderbird's X-Mozilla-Status)")]
+    # Given as PATH it is a folder without messages, which --allow-empty accepts.
+    with pytest.raises(MailSourceError, match="no messages found in"):
+        collect(junk)
+    skipped.clear()
+    assert collect(junk, on_skip=on_skip, allow_empty=True) == []
+    assert [source for source, _ in skipped] == [str(junk)]
+    # Named a message file, it is one; and a message kept is read whole as before.
+    assert [item.data for item in collect(junk, "file")] == [junk.read_bytes()]
+    assert [item.data for item in collect(kept)] == [kept.read_bytes()]
+    # Only where Thunderbird writes the field, just below the envelope line.
+    procmail = write(
+        tmp_path / "procmail.eml",
+        b"From a@example.org Tue Mar  4 09:12:44 2025\nReturn-Path: <a@example.org>\n"
+        b"X-Mozilla-Status: 0009\nSubject: buy\n\nbuy now\n",
+    )
+    assert len(collect(procmail)) == 1
+
+
 def test_a_message_file_after_a_byte_order_mark_is_mail(tmp_path: Path) -> None:
     # An editor on Windows saves one; the tokenizer and the pipe read past it, and the
     # readers refused the file as not mail.
