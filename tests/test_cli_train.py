@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from cli_helpers import assert_one_line_error, run, run_json, train_sample
@@ -688,6 +689,28 @@ def test_every_command_has_a_whole_summary_in_the_top_help():
     commands = run("--help").stdout.split("Commands:", 1)[1].strip().splitlines()
     assert len(commands) == 7
     assert not [line for line in commands if line.endswith("...")]
+
+
+def test_the_installed_command_completes_as_readme_says(tmp_path):
+    # The command's entry point reads the pipe filter's options by hand before click;
+    # completion must still reach click, with a line as bash hands it over.
+    spamnb = str(Path(sys.executable).with_name("spamnb"))
+
+    def completed(words: str) -> list[str]:
+        env = {**os.environ, "_SPAMNB_COMPLETE": "bash_complete", "COMP_WORDS": words}
+        env["COMP_CWORD"] = str(len(words.split()) - 1)
+        done = subprocess.run([spamnb], env=env, capture_output=True, text=True, check=True)
+        return done.stdout.splitlines()
+
+    assert "plain,train" in completed("spamnb tr")
+    assert {"plain,--spam", "plain,--spam-cutoff"} <= set(completed("spamnb train --sp"))
+    assert "plain,--pipe" in completed("spamnb classify --pi")
+    source = subprocess.run(
+        [spamnb], env={**os.environ, "_SPAMNB_COMPLETE": "bash_source"}, capture_output=True
+    )
+    assert b"complete -o nosort -F _spamnb_completion spamnb" in source.stdout
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert 'eval "$(_SPAMNB_COMPLETE=bash_source spamnb)"' in readme
 
 
 def test_info_shows_the_cutoffs_and_the_tokenizers_limits(tmp_path, sample_maildir):
