@@ -178,8 +178,10 @@ def _run_reporting_output_errors(cli: Any) -> None:
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until exit
     for stream in (sys.stdout, sys.stderr):
         # A terminal that cannot show a character (a Latin-1 locale) gets its escape
-        # rather than a traceback in place of the report.
-        if getattr(stream, "errors", None) == "strict":
+        # rather than a traceback in place of the report.  In the C locale without
+        # UTF-8 mode Python writes ASCII with surrogateescape, which fails the same
+        # way on any other character ("±" in evaluate's tables, review 35).
+        if getattr(stream, "errors", None) in ("strict", "surrogateescape"):
             with suppress(AttributeError, ValueError):
                 stream.reconfigure(errors="backslashreplace")
     try:

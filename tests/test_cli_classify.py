@@ -437,12 +437,21 @@ def test_a_closed_standard_error_leaves_the_work_and_the_output_whole(
     assert done.returncode == 1 and done.stdout == b""
 
 
-@pytest.mark.parametrize("environment", [{"PYTHONIOENCODING": "latin-1"}, {"COLUMNS": "0"}])
+@pytest.mark.parametrize(
+    "environment",
+    [
+        {"PYTHONIOENCODING": "latin-1"},
+        {"COLUMNS": "0"},
+        {"LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONIOENCODING": ""},
+    ],
+)
 def test_a_terminal_that_cannot_show_the_report_still_gets_it(model, sample_maildir, environment):
     # A Latin-1 locale: rich wrote the report's bars, failed, and the report was lost
-    # to a traceback.  COLUMNS=0: rich printed nothing, with status 0.
+    # to a traceback.  COLUMNS=0: rich printed nothing, with status 0.  The C locale
+    # without UTF-8 mode: ASCII with surrogateescape, and the folds' "±" (review 35).
+    folds = ["--folds", "3"] if "LC_ALL" in environment else ["-m", str(model)]
     done = subprocess.run(
-        [sys.executable, "-m", "spamnb", "evaluate", "-m", str(model),
+        [sys.executable, "-m", "spamnb", "evaluate", *folds,
          "--spam", str(sample_maildir / "spam"), "--ham", str(sample_maildir / "ham")],
         capture_output=True,
         env={**os.environ, **environment},
