@@ -115,6 +115,24 @@ def exit_without_streams() -> None:
         sys.exit(EXIT_ERROR)
 
 
+def exit_filter(status: int) -> None:
+    """End the pipe filter with ``status``.  Output it could not write (a full disk)
+    stays in stdout's buffer, and Python's flush at exit failed on it again: a second
+    message, and status 120 in place of 3 (review 35).  Such output is dropped."""
+    import os
+
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 1)
+            os.close(devnull)
+        except OSError:
+            pass
+    sys.exit(status)
+
+
 def main() -> None:
     args = sys.argv[1:]
     options = fast_pipe_options(args)
@@ -126,7 +144,7 @@ def main() -> None:
         model_path = options.pop("model", None)
         if model_path is None:  # an empty -m "" is a wrong path, as for every command
             model_path = default_model_file()
-        sys.exit(run(sys.stdin.buffer, sys.stdout.buffer, sys.stderr, model_path, **options))
+        exit_filter(run(sys.stdin.buffer, sys.stdout.buffer, sys.stderr, model_path, **options))
 
     import click
 
@@ -153,7 +171,7 @@ def main() -> None:
             error = "aborted"
         else:
             error = "the message was not filtered"
-    sys.exit(pass_through(b"", sys.stdin.buffer, sys.stdout.buffer, sys.stderr, error))
+    exit_filter(pass_through(b"", sys.stdin.buffer, sys.stdout.buffer, sys.stderr, error))
 
 
 def _run_reporting_output_errors(cli: Any) -> None:

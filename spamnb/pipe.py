@@ -576,6 +576,12 @@ def describe(exc: BaseException) -> str:
 
 
 def say(stderr: TextIO | None, message: str) -> None:
+    if not message.isprintable():
+        # A path or a value from the command line, in a mail program's log: its
+        # control characters as escapes, as every other command shows them (review 35).
+        from .words import printable
+
+        message = printable(message)
     try:
         if stderr is not None:
             stderr.write(f"spamnb: {message}\n")
@@ -595,7 +601,8 @@ def pass_through(
         flush_all(stdout)
     except (OSError, ValueError, MemoryError) as exc:
         # The status still tells the mail program to keep its own copy.
-        say(stderr, f"cannot write the message: {describe(exc)} (first: {error})")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else describe(exc)
+        say(stderr, f"cannot write the message: {reason} (first: {error})")
         return EXIT_ERROR
     except KeyboardInterrupt:
         say(stderr, f"interrupted while writing the message, which may be cut short ({error})")
