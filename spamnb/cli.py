@@ -147,6 +147,8 @@ def progress_bar(
         MofNCompleteColumn(),
         TimeRemainingColumn(),
     )
+    global _live_bar
+    shown_before = _live_bar
     with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task(description, total=total)
 
@@ -154,7 +156,25 @@ def progress_bar(
             raise_if_interrupted()
             progress.advance(task, n)
 
-        yield advance
+        _live_bar = progress
+        try:
+            yield advance
+        finally:
+            _live_bar = shown_before
+
+
+# The progress bar on stderr while one is shown: lines for stderr go above it, not
+# onto its line (a warning printed mid-run was left beside a piece of the bar;
+# review 35).
+_live_bar: Any = None
+
+
+def say_on_stderr(line: str) -> None:
+    """One line on stderr, above the progress bar when one is shown."""
+    if _live_bar is not None:
+        _live_bar.console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+    else:
+        click.echo(line, err=True)
 
 
 def one_line(text: str) -> str:
@@ -727,15 +747,14 @@ def forgotten_class_warning(spam_filter: SpamFilter) -> None:
 
 def waiting_notice(path: Path) -> Callable[[], None]:
     """What train and merge say when another spamnb is writing the model first."""
-    return lambda: click.echo(
-        f"spamnb: waiting for another spamnb to finish writing {display_path(str(path))}",
-        err=True,
+    return lambda: say_on_stderr(
+        f"spamnb: waiting for another spamnb to finish writing {display_path(str(path))}"
     )
 
 
 def warn(message: str) -> None:
     """One line on stderr, never wrapped, so scripts can grep it."""
-    click.echo(f"Warning: {one_line(' '.join(message.split()))}", err=True)
+    say_on_stderr(f"Warning: {one_line(' '.join(message.split()))}")
 
 
 def tokenize_with_progress(
@@ -1112,7 +1131,7 @@ def train(
     else:
         from .report import training_summary
 
-        stdout_console().print(training_summary(summary))
+        stdout_console().print(training_summary(summary), crop=False)
 
 
 def no_pipe_table_warning(spam_filter: SpamFilter, path: Path) -> None:
@@ -1880,7 +1899,7 @@ def evaluate(
         warn(warning["message"])
     from .report import evaluation_report as render
 
-    stdout_console().print(render(report))
+    stdout_console().print(render(report), crop=False)
 
 
 def run_evaluation(
@@ -2574,7 +2593,9 @@ def top_odds(
         return
     from .report import top_odds_tables
 
-    stdout_console().print(top_odds_tables(positive, negative, towards_positive, towards_negative))
+    stdout_console().print(
+        top_odds_tables(positive, negative, towards_positive, towards_negative), crop=False
+    )
 
 
 @main.command(short_help="Add up models trained separately.")
@@ -2714,7 +2735,7 @@ def info(model_path: Path | None, as_json: bool) -> None:
         return
     from .report import info_table
 
-    stdout_console().print(info_table(details))
+    stdout_console().print(info_table(details), crop=False)
 
 
 def pipe_table_state(model_path: Path) -> str:

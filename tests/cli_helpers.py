@@ -83,3 +83,36 @@ def pipe_subprocess(args: list[str], message: bytes, **kwargs) -> subprocess.Com
         check=False,
         **kwargs,
     )
+
+
+def on_a_terminal(
+    args: list[str], stdout_too: bool = False, program: tuple[str, ...] = ("-m", "spamnb")
+) -> bytes:
+    """What a terminal shows of ``spamnb ARGS`` (or of Python running ``program``):
+    its stderr is the terminal, and with ``stdout_too`` so is its stdout (else stdout
+    is thrown away)."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.Popen(
+            [sys.executable, *program, *args],
+            stdout=follower if stdout_too else subprocess.DEVNULL,
+            stderr=follower,
+            env={**os.environ, "TERM": "xterm", "COLUMNS": "200"},
+        )
+        os.close(follower)
+        shown = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal's other end closed: Linux says EIO
+                break
+            if not chunk:
+                break
+            shown += chunk
+        assert process.wait(timeout=60) == 0
+    finally:
+        os.close(leader)
+    return shown

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import assert_one_line_error, run, run_json
+from cli_helpers import assert_one_line_error, on_a_terminal, run, run_json
 
 
 def test_one_tab_separated_line_per_message(model, sample_mbox):
@@ -41,6 +41,22 @@ def test_json_lines(model, sample_maildir):
         assert isinstance(record["log_odds"], float)
     assert sum(r["label"] == "ham" for r in records) >= 0.9 * len(records)
     assert any(r["message_id"] for r in records)
+
+
+def test_a_json_source_gives_back_a_file_names_bytes(model, sample_maildir, tmp_path):
+    # As README's source row says: a name that is not UTF-8 keeps its bytes.
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    name = os.fsencode(folder) + b"/caf\xe9\xff"
+    message = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
+    Path(os.fsdecode(name)).write_bytes(message)
+    done = subprocess.run(
+        [sys.executable, "-m", "spamnb", "classify", "--json", "-m", str(model), str(folder)],
+        capture_output=True,
+        check=True,
+    )
+    (line,) = done.stdout.decode("ascii").splitlines()
+    assert os.fsencode(json.loads(line)["source"]) == name
 
 
 def test_json_verdicts_are_the_pipe_filters(tmp_path, sample_maildir):
@@ -468,30 +484,7 @@ def test_a_terminal_that_cannot_show_the_report_still_gets_it(model, sample_mail
 def _classify_on_a_terminal(model: Path, folder: Path, *, stdout_too: bool) -> bytes:
     """What a terminal shows of ``spamnb classify``: its stderr is the terminal, and
     with ``stdout_too`` so is its stdout (else stdout goes to a pipe)."""
-    import pty
-
-    leader, follower = pty.openpty()
-    try:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "spamnb", "classify", "-j", "1", "-m", str(model), str(folder)],
-            stdout=follower if stdout_too else subprocess.DEVNULL,
-            stderr=follower,
-            env={**os.environ, "TERM": "xterm", "COLUMNS": "200"},
-        )
-        os.close(follower)
-        shown = b""
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # the terminal's other end closed: Linux says EIO
-                break
-            if not chunk:
-                break
-            shown += chunk
-        assert process.wait(timeout=60) == 0
-    finally:
-        os.close(leader)
-    return shown
+    return on_a_terminal(["classify", "-j", "1", "-m", str(model), str(folder)], stdout_too)
 
 
 def test_no_progress_bar_among_verdicts_on_a_terminal(model, sample_maildir):

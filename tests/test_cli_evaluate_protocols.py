@@ -367,6 +367,32 @@ def test_human_report_fits_80_columns_without_colour(sample_maildir):
     assert "Warning:" in result.stderr
 
 
+@pytest.mark.parametrize("columns", [40, 52, 64])
+def test_no_number_is_broken_on_a_narrow_terminal(sample_maildir, columns):
+    # rich folded numbers with the columns it narrowed: tune's cut-off read "0.77665"
+    # over "7", and a reliability bin "0.50-0.5" over "5" (review 35).  Every number a
+    # wide terminal shows must appear whole on a narrow one.
+    from click.testing import CliRunner
+
+    from spamnb.cli import main, stdout_console
+
+    def numbers(args: list[str], width: int) -> list[str]:
+        stdout_console.cache_clear()  # kept for the process, with the width it read
+        result = CliRunner().invoke(
+            main, args, env={"COLUMNS": str(width), "NO_COLOR": "1"}, catch_exceptions=False
+        )
+        assert result.exit_code == 0, result.output
+        return sorted(re.findall(r"\d[\d.,%-]*", result.stdout))
+
+    folders = ["--spam", str(sample_maildir / "spam"), "--ham", str(sample_maildir / "ham")]
+    commands = (
+        ["evaluate", *folders, "--folds", "3", "--learning-curve"],
+        ["tune", *folders, "--alphas", "1,0.01", "--event-models", "boolean", "--test-size", "0.3"],
+    )
+    for args in commands:
+        assert numbers(args, columns) == numbers(args, 200)
+
+
 def test_report_is_written(tmp_path, sample_maildir):
     pytest.importorskip("matplotlib")
     page = tmp_path / "r.html"

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import assert_one_line_error, run, run_json, train_sample
+from cli_helpers import assert_one_line_error, on_a_terminal, run, run_json, train_sample
 
 from spamnb import __version__, cli
 from spamnb.model import EVENT_MODELS
@@ -689,6 +689,22 @@ def test_every_command_has_a_whole_summary_in_the_top_help():
     commands = run("--help").stdout.split("Commands:", 1)[1].strip().splitlines()
     assert len(commands) == 7
     assert not [line for line in commands if line.endswith("...")]
+
+
+def test_a_warning_goes_above_the_progress_bar():
+    # Printed by click while rich drew the bar, it landed on the bar's line, a piece
+    # of the bar left beside it (review 35, reading a large folder holding a photo);
+    # rich clears the line first.
+    program = (
+        "-c",
+        "from spamnb.cli import progress_bar, warn\n"
+        "with progress_bar('Learning', None) as advance:\n"
+        "    advance(3)\n"
+        "    warn('skipped 1 file')\n",
+    )
+    shown = on_a_terminal([], program=program)
+    assert b"Learning" in shown
+    assert b"\x1b[2KWarning: skipped 1 file" in shown
 
 
 def test_the_installed_command_completes_as_readme_says(tmp_path):
