@@ -133,6 +133,9 @@ def progress_bar(
     # costs 50 ms that a redirected run would spend for nothing.
     if (
         not sys.stderr.isatty()
+        # A terminal that cannot redraw a line (Emacs' shell): rich drew no bar there
+        # but left an empty line for each (review 35).
+        or os.environ.get("TERM") == "dumb"
         or (total is not None and total < 50)
         or (prints_meanwhile and sys.stdout.isatty())
     ):

@@ -160,7 +160,8 @@ def display_source(source: str) -> str:
 
     Unchanged unless it holds what :func:`spamnb.words.printable` escapes (a control
     character such as a newline or tab, a bidirectional control, a line separator, or
-    an undecodable byte kept as a surrogate escape); then its ``repr()``.  Joiners and
+    an undecodable byte kept as a surrogate escape) or starts with a quote; then its
+    ``repr()``.  Joiners and
     non-breaking spaces, which Persian, Indic and emoji names need, leave a name as it
     is (str.isprintable() made such names literals; review 20).
     """
@@ -169,7 +170,10 @@ def display_source(source: str) -> str:
     # encodable even when the name was not valid in the file-system encoding.
     from .words import printable
 
-    return source if printable(source) == source else repr(source)
+    # One that starts with a quote is a literal too: else the name "'x\\ty'" printed as
+    # the literal of "x<TAB>y" (review 35).
+    plain = printable(source) == source and not source.startswith(("'", '"'))
+    return source if plain else repr(source)
 
 
 def _show(path: str | os.PathLike[str]) -> str:

@@ -86,7 +86,10 @@ def pipe_subprocess(args: list[str], message: bytes, **kwargs) -> subprocess.Com
 
 
 def on_a_terminal(
-    args: list[str], stdout_too: bool = False, program: tuple[str, ...] = ("-m", "spamnb")
+    args: list[str],
+    stdout_too: bool = False,
+    program: tuple[str, ...] = ("-m", "spamnb"),
+    term: str = "xterm",
 ) -> bytes:
     """What a terminal shows of ``spamnb ARGS`` (or of Python running ``program``):
     its stderr is the terminal, and with ``stdout_too`` so is its stdout (else stdout
@@ -100,7 +103,7 @@ def on_a_terminal(
             [sys.executable, *program, *args],
             stdout=follower if stdout_too else subprocess.DEVNULL,
             stderr=follower,
-            env={**os.environ, "TERM": "xterm", "COLUMNS": "200"},
+            env={**os.environ, "TERM": term, "COLUMNS": "200"},
         )
         os.close(follower)
         shown = b""

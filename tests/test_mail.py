@@ -828,6 +828,14 @@ def test_display_source_quotes_control_characters(source: str) -> None:
     shown.encode("utf-8")
 
 
+def test_display_source_tells_a_quoted_name_from_a_literal() -> None:
+    # A name that starts with a quote printed as itself read as another name's literal.
+    assert display_source("'x\\ty'") != display_source("x\ty")
+    assert display_source("'x\\ty'") == repr("'x\\ty'")
+    assert display_source('"quoted" name') == repr('"quoted" name')
+    assert display_source("mail/'x") == "mail/'x"
+
+
 def test_display_source_and_error_messages_agree(tmp_path: Path) -> None:
     path = write(tmp_path / "new\nline\tand tab", NOT_MAIL)
     with pytest.raises(MailSourceError) as info:
