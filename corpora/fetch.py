@@ -18,24 +18,33 @@ Two sources:
 * otherwise the original upstream archives, downloaded over HTTP(S). Their checksums
   are not published, so the unpacked content is verified instead.
 
-Either way the result is checked the same way (per-directory message counts and, for
-SpamAssassin, the MD5 embedded in every file name) and a marker file is written, so a
-second run with the same destination does nothing.
+Either way the result is checked the same way (per-directory message counts, a
+SHA-256 of every message file's name and content, and for SpamAssassin the MD5
+embedded in every file name) and a marker file is written, so a second run with the
+same destination does nothing.  Runs into one destination take turns on a lock file
+beside the corpus.
 
 Usage::
 
-    python corpora/fetch.py [--dest DIR] [--mirror DIR] [spamassassin|enron1|sms|all]
+    python corpora/fetch.py [--dest DIR] [--mirror DIR] [--downloads DIR]
+                            [spamassassin|enron1|sms|all]
+
+Exit status: 0, 1 when a corpus could not be fetched, 2 for a usage error, 130 when
+interrupted (143 when terminated).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import fcntl
 import hashlib
 import http.client
 import lzma
 import os
 import re
 import shutil
+import signal
 import sys
 import tarfile
 import tempfile
@@ -43,7 +52,8 @@ import urllib.error
 import urllib.request
 import zipfile
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -53,7 +63,7 @@ DEFAULT_DOWNLOADS = HERE / "downloads"
 MIRROR_ENV = "SPAMNB_CORPUS_MIRROR"
 MARKER_NAME = ".spamnb-verified"
 # Bump when the layout or the checks change, so old unpacked copies are re-verified.
-MARKER_VERSION = 1
+MARKER_VERSION = 2
 DOWNLOAD_TIMEOUT = 60
 
 # Upstream tarballs carry a list of mv commands next to the messages; it is not mail.
@@ -63,6 +73,20 @@ _SA_NAME = re.compile(r"^\d{5}\.([0-9a-f]{32})$")
 
 class FetchError(Exception):
     """A corpus could not be fetched or failed verification; the message is for users."""
+
+
+class DestinationError(FetchError):
+    """The destination could not be written (a full disk): no fault of the archive."""
+
+
+# Errors of writing, not of what was read: an archive is not deleted for them.
+_WRITE_ERRORS = frozenset(
+    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
+)
+
+
+def _write_error(exc: OSError, where: Path) -> DestinationError:
+    return DestinationError(f"cannot write {where}: {exc.strerror or exc}")
 
 
 @dataclass(frozen=True)
@@ -88,6 +112,9 @@ class Corpus:
     # Writes the message folders from what the archive holds, when it holds no folders
     # of messages (the SMS collection is one file of lines); given the unpacked root.
     messages_from: Callable[[Path], None] | None = None
+    # content_digest() of the unpacked corpus: the counts alone passed any files of
+    # the right number (Enron's archive, fetched over plain HTTP, has no other check).
+    content_sha256: str = ""
 
 
 _SA_BASE = "https://spamassassin.apache.org/old/publiccorpus/"
@@ -149,6 +176,7 @@ CORPORA: dict[str, Corpus] = {
         md5_named=True,
         # Upstream edited this message's header hostnames after naming the file.
         md5_exceptions=frozenset({"hard_ham/00230.244a63cd74c81123ef26129453e32c95"}),
+        content_sha256="6d828f015e2eb7e8f768867a02a4d3f481e52b1dc52f1cb5dded809b650c07b9",
     ),
     "enron1": Corpus(
         name="enron1",
@@ -163,6 +191,7 @@ CORPORA: dict[str, Corpus] = {
                 "",
             ),
         ),
+        content_sha256="d9e696ec8b0e04cd06ab97b37040a80ae9f9b7f74223399a514ffcad877874c6",
     ),
     "sms": Corpus(
         name="sms",
@@ -178,6 +207,7 @@ CORPORA: dict[str, Corpus] = {
             ),
         ),
         messages_from=sms_messages,
+        content_sha256="5aec20861a363ed6755f566d033ad79f5eb8926a43ec9d59d9484ddc1d906e64",
     ),
 }
 
@@ -246,6 +276,17 @@ def md5_name_mismatches(root: Path, groups: list[str] | None = None) -> list[Pat
     return bad
 
 
+def content_digest(root: Path, groups: list[str]) -> str:
+    """SHA-256 over the message files of ``groups`` under ``root``: for each, in sorted
+    order, its path below ``root``, a NUL, its SHA-256 and a newline."""
+    digest = hashlib.sha256()
+    for group in sorted(groups):
+        for path in message_files(root / group):
+            line = f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n"
+            digest.update(line.encode("utf-8", "surrogateescape"))
+    return digest.hexdigest()
+
+
 def verify(name: str, root: Path) -> None:
     """Check an unpacked corpus; raise FetchError describing the first problem found."""
     corpus = get_corpus(name)
@@ -272,6 +313,13 @@ def verify(name: str, root: Path) -> None:
             raise FetchError(
                 f"{root}: {len(bad)} message file(s) do not match the MD5 in their name: "
                 f"{shown}{more}"
+            )
+    if corpus.content_sha256:
+        actual = content_digest(root, list(corpus.groups))
+        if actual != corpus.content_sha256:
+            raise FetchError(
+                f"{root}: the messages are not the published ones (content sha256 {actual}, "
+                f"expected {corpus.content_sha256})"
             )
 
 
@@ -320,7 +368,12 @@ def extract_archive(archive: Path, into: Path, top: str) -> None:
         with tarfile.open(archive, "r|*") as tar:
             for member in tar:
                 if _checked_member(member, top, archive):
-                    tar.extract(member, into, **extra)
+                    try:
+                        tar.extract(member, into, **extra)
+                    except OSError as exc:
+                        if exc.errno in _WRITE_ERRORS:
+                            raise _write_error(exc, into) from exc
+                        raise
     except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
         raise FetchError(f"cannot unpack {archive}: {exc}") from exc
 
@@ -342,8 +395,13 @@ def extract_zip(archive: Path, into: Path) -> None:
             for member in members:
                 if member.filename in _NOT_MESSAGES:
                     continue
-                with zipped.open(member) as source, (into / member.filename).open("wb") as out:
-                    shutil.copyfileobj(source, out, 1 << 20)
+                try:
+                    with zipped.open(member) as source, (into / member.filename).open("wb") as out:
+                        shutil.copyfileobj(source, out, 1 << 20)
+                except OSError as exc:
+                    if exc.errno in _WRITE_ERRORS:
+                        raise _write_error(exc, into) from exc
+                    raise
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
@@ -360,12 +418,15 @@ def extract_zip(archive: Path, into: Path) -> None:
 def _download(url: str, target: Path, log: Log) -> None:
     log(f"downloading {url}")
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(target.name + ".part")
+    # A file of this run's own: two runs sharing the cache wrote one ".part" file, one
+    # truncating what the other was writing, and the second's rename found it gone.
+    handle, name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
+    partial = Path(name)
     request = urllib.request.Request(url, headers={"User-Agent": "spamnb-corpus-fetch/1"})
     try:
         with (
+            os.fdopen(handle, "wb") as out,
             urllib.request.urlopen(request, timeout=DOWNLOAD_TIMEOUT) as response,
-            partial.open("wb") as out,
         ):
             shutil.copyfileobj(response, out, 1 << 20)
             expected = response.headers.get("Content-Length")
@@ -378,7 +439,7 @@ def _download(url: str, target: Path, log: Log) -> None:
         partial.unlink(missing_ok=True)
         reason = " ".join(str(getattr(exc, "reason", None) or exc).split()) or type(exc).__name__
         raise FetchError(f"download failed: {url}: {reason}") from exc
-    except FetchError:
+    except BaseException:
         partial.unlink(missing_ok=True)
         raise
     os.replace(partial, target)
@@ -408,6 +469,8 @@ def _unpack_from_upstream(corpus: Corpus, downloads: Path, staging: Path, log: L
                 extract_zip(archive, staging / up.into)
             else:
                 extract_archive(archive, staging / up.into, up.top)
+        except DestinationError:
+            raise  # the archive is good: the destination could not take it
         except FetchError as exc:
             # A bad download was reused by every later run, which failed on it.
             archive.unlink(missing_ok=True)
@@ -423,12 +486,27 @@ def _marker_text(corpus: Corpus) -> str:
 
 
 def is_verified(name: str, root: Path) -> bool:
-    """True if ``root`` carries the marker written after a successful verification."""
+    """True if ``root`` carries the marker written after a successful verification and
+    each of its folders still holds as many messages: a folder deleted or thinned since
+    was taken as whole, and the advice to fetch again could not mend it."""
+    corpus = get_corpus(name)
     marker = root / MARKER_NAME
     try:
-        return marker.read_text(encoding="utf-8") == _marker_text(get_corpus(name))
+        if marker.read_text(encoding="utf-8") != _marker_text(corpus):
+            return False
+        return all(
+            len(message_files(root / group)) == count for group, (_, count) in corpus.groups.items()
+        )
     except OSError:
         return False
+
+
+@contextmanager
+def _turn(dest: Path, corpus: Corpus) -> Iterator[None]:
+    """Hold the lock of ``corpus`` in ``dest`` (runs into one destination take turns)."""
+    with (dest / f".{corpus.root}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def fetch(
@@ -446,11 +524,34 @@ def fetch(
     Raises FetchError with a one-line explanation on any failure.
     """
     corpus = get_corpus(name)
-    log = log or _quiet
     dest = Path(dest)
     root = dest / corpus.root
     if is_verified(name, root):
         return root
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        # Two runs into one destination (test processes, benchmarks) unpacked the same
+        # corpus at once, and the later rename failed on the folder the first put there.
+        with _turn(dest, corpus):
+            if is_verified(name, root):
+                return root
+            return _fetch_now(corpus, dest, mirror, downloads, log or _quiet)
+    except FetchError:
+        raise
+    except OSError as exc:
+        where = exc.filename or dest
+        raise FetchError(f"{where}: {exc.strerror or exc}") from None
+
+
+def _fetch_now(
+    corpus: Corpus, dest: Path, mirror: Path | None, downloads: Path | None, log: Log
+) -> Path:
+    name = corpus.name
+    root = dest / corpus.root
+    # Whatever a run that was killed left unpacking (its own cleanup never ran): no other
+    # run is unpacking here while this one holds the lock.
+    for leftover in dest.glob(f".{corpus.root}.partial-*"):
+        shutil.rmtree(leftover, ignore_errors=True)
     if root.exists():
         # Unpacked some other way, or a marker from an older version: check it in place
         # rather than clobbering a directory we did not necessarily create.  A corpus
@@ -468,7 +569,6 @@ def fetch(
 
     if mirror is None and os.environ.get(MIRROR_ENV):
         mirror = Path(os.environ[MIRROR_ENV])
-    dest.mkdir(parents=True, exist_ok=True)
     # Unpack beside the destination and rename at the end, so an interrupted or failed
     # run never leaves a half-populated corpus that looks complete.
     staging = Path(tempfile.mkdtemp(prefix=f".{corpus.root}.partial-", dir=dest))
@@ -478,12 +578,19 @@ def fetch(
         else:
             _unpack_from_upstream(corpus, Path(downloads or DEFAULT_DOWNLOADS), staging, log)
         unpacked = staging / corpus.root
-        if corpus.messages_from is not None:
-            log(f"writing {corpus.name}'s messages")
-            corpus.messages_from(unpacked)
-        log(f"verifying {corpus.name}")
         try:
+            if corpus.messages_from is not None:
+                log(f"writing {corpus.name}'s messages")
+                try:
+                    corpus.messages_from(unpacked)
+                except OSError as exc:
+                    if exc.errno in _WRITE_ERRORS:
+                        raise _write_error(exc, dest) from None
+                    raise
+            log(f"verifying {corpus.name}")
             verify(name, unpacked)
+        except DestinationError:
+            raise
         except FetchError as exc:
             # Named by the staging folder, which is gone by the time it is read.
             named = FetchError(str(exc).replace(str(unpacked), corpus.name))
@@ -539,6 +646,9 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"  {message}", file=sys.stderr)
 
+    # Terminated (a CI time-out, a closed session), the run cleans up as after Ctrl-C:
+    # its unpacking folder was left behind for good.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # Each corpus is fetched on its own: one missing from a mirror (say the SMS, which
     # the tests alone read) leaves the others to be fetched, and every failure is named.
     failed = 0
@@ -554,10 +664,17 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"fetch.py: error: {exc}", file=sys.stderr)
                 failed += 1
                 continue
-            print(f"{name}: {root} (ham {counts['ham']}, spam {counts['spam']})")
+            print(f"{name}: {root} (ham {counts['ham']}, spam {counts['spam']})", flush=True)
     except KeyboardInterrupt:
         print("fetch.py: interrupted", file=sys.stderr)
         return 130
+    except OSError as exc:  # standard output closed or full: the corpora are fetched
+        print(f"fetch.py: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+        # Nothing more may be written to the broken output when Python exits.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
     return 1 if failed else 0
 
 

@@ -68,10 +68,22 @@ def real_corpus(tmp_path_factory):
     fetch = _load_fetch()
     dest = tmp_path_factory.mktemp("corpora")
     unpacked: dict[str, dict[str, list[Path]]] = {}
+    # A failure once is a failure for the session: each corpus test tried the download
+    # again, up to a minute a test on a network that drops packets.
+    failed: dict[str, str] = {}
 
     def get(name: str) -> dict[str, list[Path]]:
+        if name in failed:
+            pytest.fail(failed[name])
         if name not in unpacked:
-            root = fetch.fetch(name, dest, mirror=corpus_mirror())
+            try:
+                root = fetch.fetch(name, dest, mirror=corpus_mirror())
+            except fetch.FetchError as exc:
+                failed[name] = (
+                    f"{exc} (the real-corpus tests read the archives in $SPAMNB_CORPUS_MIRROR "
+                    f"or {SHARED_MIRROR}; pytest -m 'not corpus' runs the others)"
+                )
+                pytest.fail(failed[name])
             unpacked[name] = fetch.labelled_dirs(name, root)
         return unpacked[name]
 
