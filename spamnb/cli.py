@@ -451,14 +451,14 @@ def parallel_options(command: Callable) -> Callable:
         type=click.Choice(BACKENDS),
         default="local",
         show_default=True,
-        help="Where batches are tokenized and counted: here, or on a Dask cluster "
+        help="Where batches of mail are tokenized: here, or on a Dask cluster "
         "(needs spamnb[dask]).",
     )(func)
     return click.option(
         "-j",
         "--jobs",
         type=click.IntRange(min=1),
-        help="Processes that tokenize and count in parallel [default: every core on "
+        help="Processes that read and tokenize mail in parallel [default: every core on "
         "Linux, where workers are forked; elsewhere every core but one].",
     )(func)
 
