@@ -1,9 +1,11 @@
-"""The README's Dovecot Sieve script and configuration, run by the real Pigeonhole
-(``sieve-test -e``, which delivers into a Maildir as Dovecot's LDA would)."""
+"""The README's Dovecot Sieve script and configuration, run by the real Pigeonhole:
+Dovecot's LDA delivers each message into a Maildir as it would for the user, the
+README's script being the user's own (``~/.dovecot.sieve``)."""
 
 from __future__ import annotations
 
 import os
+import pwd
 import random
 import re
 import shutil
@@ -15,6 +17,8 @@ import pytest
 from cli_helpers import forged_verdicts, run, without_added_header
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+# Where Debian (and others) keep the LDA, which is no command on PATH.
+LDA_PLACES = ("/usr/lib/dovecot/dovecot-lda", "/usr/libexec/dovecot/dovecot-lda")
 
 
 def readme_block(language: str) -> str:
@@ -24,10 +28,18 @@ def readme_block(language: str) -> str:
     return blocks[0]
 
 
+def dovecot_lda() -> str:
+    found = shutil.which("dovecot-lda") or next(
+        (place for place in LDA_PLACES if os.access(place, os.X_OK)), None
+    )
+    assert found, "Dovecot's LDA is not installed (.ci/run installs dovecot-sieve)"
+    return found
+
+
 class Pigeonhole:
     """One user's Dovecot: the README's configuration with the filter folder set to a
-    folder of the test's, its Sieve script, a home holding the default model, and the
-    Maildir that delivery writes."""
+    folder of the test's, the README's script as the user's own, a home holding the
+    default model, and the Maildir that delivery writes."""
 
     def __init__(self, root: Path) -> None:
         self.home = root / "home"
@@ -42,38 +54,44 @@ class Pigeonhole:
         config = readme_block("dovecot")
         assert len(setting.findall(config)) == 1, "the configuration sets the folder once"
         self.config = root / "dovecot.conf"
-        self.config.write_text(setting.sub(lambda m: f"{m.group(1)} {programs}", config))
-        self.script = root / "dovecot.sieve"
-        self.script.write_text(readme_block("sieve"))
-        self.sent = 0
+        self.config.write_text(
+            setting.sub(lambda m: f"{m.group(1)} {programs}", config)
+            # What Debian's own files set: the Sieve plugin for delivery, and the
+            # user's script where Dovecot looks for it by default.
+            + "mail_plugins = sieve\n"
+            + f"plugin {{\n  sieve = file:{self.home}/sieve;active={self.home}/.dovecot.sieve\n}}\n"
+        )
+        (self.home / ".dovecot.sieve").write_text(readme_block("sieve"))
 
-    def deliver(self, message: bytes, tmp: Path) -> None:
-        sieve_test = shutil.which("sieve-test")
-        assert sieve_test, "sieve-test is not installed (.ci/run installs dovecot-sieve)"
-        # A file of its own each time: sieve-test stores the message it reads as a
-        # hard link to that file, which rewriting it would change.
-        self.sent += 1
-        mail = tmp / f"message-{self.sent}.eml"
-        mail.write_bytes(message)
+    def deliver(self, message: bytes) -> None:
         command = [
-            sieve_test,
+            dovecot_lda(),
             "-c", str(self.config),
             "-o", f"mail_home={self.home}",
             "-o", f"mail_location=maildir:{self.maildir}",
-            "-e", str(self.script), str(mail),
+            "-e",
         ]  # fmt: skip
         if os.geteuid() == 0:
-            # Dovecot gives no mail access to root; a user namespace makes the test
-            # another user while its files stay root's.
-            command = ["unshare", "--user", "--map-user=1000", "--map-group=1000", *command]
+            # Dovecot gives root no mail access: a user namespace makes the test an
+            # ordinary user of this machine while its files stay root's.
+            user = pwd.getpwnam("nobody")
+            mapped = [f"--map-user={user.pw_uid}", f"--map-group={user.pw_gid}"]
+            command = ["unshare", "--user", *mapped, *command]
         # Only PATH: Dovecot sets HOME itself, which is how spamnb finds its model.
         env = {"PATH": os.environ["PATH"]}
-        done = subprocess.run(command, env=env, capture_output=True, check=False)
+        done = subprocess.run(command, input=message, env=env, capture_output=True, check=False)
         assert done.returncode == 0, done.stderr.decode(errors="replace")
+        log = self.home / ".dovecot.sieve.log"
+        assert not log.exists(), log.read_text(errors="replace")  # the script's errors
 
     def delivered(self, folder: str = "") -> list[bytes]:
         new = (self.maildir / folder if folder else self.maildir) / "new"
         return [p.read_bytes() for p in sorted(new.iterdir())] if new.exists() else []
+
+
+def as_delivered(message: bytes) -> bytes:
+    """The LDA reads a leading mbox "From " line as the envelope, not the message."""
+    return message.split(b"\n", 1)[1] if message.startswith(b"From ") else message
 
 
 @pytest.fixture
@@ -93,38 +111,38 @@ def dovecot(tmp_path, sample_maildir) -> Pigeonhole:
 
 
 @pytest.mark.corpus
-def test_dovecot_delivers_through_the_readme_script(tmp_path, real_corpus, dovecot):
+def test_dovecot_delivers_through_the_readme_script(real_corpus, dovecot):
     corpus = real_corpus("spamassassin")
     files = sorted(p for d in corpus["spam"] + corpus["ham"] for p in d.iterdir() if p.is_file())
     messages = [p.read_bytes() for p in random.Random(12).sample(files, 24)]
     for message in messages:
-        dovecot.deliver(message, tmp_path)
+        dovecot.deliver(message)
     inbox, junk = dovecot.delivered(), dovecot.delivered(".Junk")
     assert len(inbox) + len(junk) == len(messages)
     assert junk and inbox
     assert all(b"\nX-Spamnb: Spam" in m for m in junk)
     assert all(re.search(rb"\nX-Spamnb: (Ham|Unsure)", m) for m in inbox)
-    originals = set(messages)
+    originals = {as_delivered(m) for m in messages}
     for message in inbox + junk:
         assert any(without_added_header(message, original) for original in originals)
 
 
-def test_a_failing_spamnb_leaves_the_message_as_it_came(tmp_path, dovecot, sample_maildir):
+def test_a_failing_spamnb_leaves_the_message_as_it_came(dovecot, sample_maildir):
     dovecot.model.unlink()
     spam = sorted((sample_maildir / "spam" / "cur").iterdir())[0].read_bytes()
     # Not even a sender's own verdict files it once spamnb has not run.
     forged = b"X-Spamnb: Spam, score=1.0000\n" + spam
     for message in (spam, forged):
-        dovecot.deliver(message, tmp_path)
+        dovecot.deliver(message)
     assert sorted(dovecot.delivered()) == sorted([spam, forged])
     assert dovecot.delivered(".Junk") == []
 
 
-def test_a_forged_verdict_does_not_send_ham_to_the_junk_folder(tmp_path, dovecot, sample_maildir):
+def test_a_forged_verdict_does_not_send_ham_to_the_junk_folder(dovecot, sample_maildir):
     ham = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
     forgeries = forged_verdicts(ham)
     for forged in forgeries:
-        dovecot.deliver(forged, tmp_path)
+        dovecot.deliver(forged)
     assert dovecot.delivered(".Junk") == []
     inbox = dovecot.delivered()
     assert len(inbox) == len(forgeries)
