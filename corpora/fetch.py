@@ -18,11 +18,11 @@ Two sources:
 * otherwise the original upstream archives, downloaded over HTTP(S). Their checksums
   are not published, so the unpacked content is verified instead.
 
-Either way the result is checked the same way (per-directory message counts, a
-SHA-256 of every message file's name and content, and for SpamAssassin the MD5
-embedded in every file name) and a marker file is written, so a second run with the
-same destination does nothing.  Runs into one destination take turns on a lock file
-beside the corpus.
+Either way the result is checked the same way (per-directory message counts, each
+message file's name and first bytes, for SpamAssassin the MD5 embedded in every file
+name, for the SMS collection its data file's SHA-256) and a marker file is written,
+so a second run with the same destination does nothing.  Runs into one destination
+take turns on a lock file beside the corpus.
 
 Usage::
 
@@ -79,14 +79,26 @@ class DestinationError(FetchError):
     """The destination could not be written (a full disk): no fault of the archive."""
 
 
-# Errors of writing, not of what was read: an archive is not deleted for them.
-_WRITE_ERRORS = frozenset(
-    {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EPERM}
-)
+# A destination out of room: no fault of the archive, which is not deleted for it.
+# (Not EACCES: an archive's own member modes can refuse its files.)
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS})
 
 
-def _write_error(exc: OSError, where: Path) -> DestinationError:
-    return DestinationError(f"cannot write {where}: {exc.strerror or exc}")
+def dest_of(staged: Path) -> Path:
+    """The destination a path under a run's staging folder is unpacked for: that
+    folder is gone by the time an error naming it is read."""
+    return next((p.parent for p in (staged, *staged.parents) if ".partial-" in p.name), staged)
+
+
+@contextmanager
+def _writing_into(dest: Path) -> Iterator[None]:
+    """Turn a destination that has no room into a DestinationError naming ``dest``."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _NO_ROOM:
+            raise DestinationError(f"cannot write {dest}: {exc.strerror or exc}") from exc
+        raise
 
 
 @dataclass(frozen=True)
@@ -112,9 +124,11 @@ class Corpus:
     # Writes the message folders from what the archive holds, when it holds no folders
     # of messages (the SMS collection is one file of lines); given the unpacked root.
     messages_from: Callable[[Path], None] | None = None
-    # content_digest() of the unpacked corpus: the counts alone passed any files of
-    # the right number (Enron's archive, fetched over plain HTTP, has no other check).
-    content_sha256: str = ""
+    # Every message file's name (``{group}`` standing for its folder) and first bytes:
+    # Enron's archive comes over plain HTTP with no published checksum, and its counts
+    # alone passed any files of the right number (5,172 empty ones).
+    file_name: str = ""
+    starts_with: bytes = b""
 
 
 _SA_BASE = "https://spamassassin.apache.org/old/publiccorpus/"
@@ -176,7 +190,6 @@ CORPORA: dict[str, Corpus] = {
         md5_named=True,
         # Upstream edited this message's header hostnames after naming the file.
         md5_exceptions=frozenset({"hard_ham/00230.244a63cd74c81123ef26129453e32c95"}),
-        content_sha256="6d828f015e2eb7e8f768867a02a4d3f481e52b1dc52f1cb5dded809b650c07b9",
     ),
     "enron1": Corpus(
         name="enron1",
@@ -191,7 +204,9 @@ CORPORA: dict[str, Corpus] = {
                 "",
             ),
         ),
-        content_sha256="d9e696ec8b0e04cd06ab97b37040a80ae9f9b7f74223399a514ffcad877874c6",
+        # 0001.1999-12-10.farmer.ham.txt, 0006.2003-12-18.GP.spam.txt
+        file_name=r"\d{4}\.\d{4}-\d{2}-\d{2}\.[A-Za-z]+\.{group}\.txt",
+        starts_with=b"Subject:",
     ),
     "sms": Corpus(
         name="sms",
@@ -207,7 +222,6 @@ CORPORA: dict[str, Corpus] = {
             ),
         ),
         messages_from=sms_messages,
-        content_sha256="5aec20861a363ed6755f566d033ad79f5eb8926a43ec9d59d9484ddc1d906e64",
     ),
 }
 
@@ -276,15 +290,19 @@ def md5_name_mismatches(root: Path, groups: list[str] | None = None) -> list[Pat
     return bad
 
 
-def content_digest(root: Path, groups: list[str]) -> str:
-    """SHA-256 over the message files of ``groups`` under ``root``: for each, in sorted
-    order, its path below ``root``, a NUL, its SHA-256 and a newline."""
-    digest = hashlib.sha256()
-    for group in sorted(groups):
+def misshapen_files(corpus: Corpus, root: Path) -> list[Path]:
+    """The message files under ``root`` whose name or first bytes are not the corpus's."""
+    bad = []
+    for group in corpus.groups:
+        pattern = re.compile(corpus.file_name.replace("{group}", re.escape(group)) or ".*")
         for path in message_files(root / group):
-            line = f"{path.relative_to(root).as_posix()}\0{sha256_file(path)}\n"
-            digest.update(line.encode("utf-8", "surrogateescape"))
-    return digest.hexdigest()
+            if not pattern.fullmatch(path.name):
+                bad.append(path)
+            elif corpus.starts_with:
+                with path.open("rb") as fh:
+                    if fh.read(len(corpus.starts_with)) != corpus.starts_with:
+                        bad.append(path)
+    return bad
 
 
 def verify(name: str, root: Path) -> None:
@@ -314,12 +332,13 @@ def verify(name: str, root: Path) -> None:
                 f"{root}: {len(bad)} message file(s) do not match the MD5 in their name: "
                 f"{shown}{more}"
             )
-    if corpus.content_sha256:
-        actual = content_digest(root, list(corpus.groups))
-        if actual != corpus.content_sha256:
+    if corpus.file_name or corpus.starts_with:
+        bad = misshapen_files(corpus, root)
+        if bad:
+            shown = ", ".join(p.relative_to(root).as_posix() for p in bad[:3])
+            more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
             raise FetchError(
-                f"{root}: the messages are not the published ones (content sha256 {actual}, "
-                f"expected {corpus.content_sha256})"
+                f"{root}: {len(bad)} file(s) are not {corpus.name} messages: {shown}{more}"
             )
 
 
@@ -368,12 +387,8 @@ def extract_archive(archive: Path, into: Path, top: str) -> None:
         with tarfile.open(archive, "r|*") as tar:
             for member in tar:
                 if _checked_member(member, top, archive):
-                    try:
+                    with _writing_into(dest_of(into)):
                         tar.extract(member, into, **extra)
-                    except OSError as exc:
-                        if exc.errno in _WRITE_ERRORS:
-                            raise _write_error(exc, into) from exc
-                        raise
     except (tarfile.TarError, EOFError, OSError, lzma.LZMAError, zlib.error) as exc:
         raise FetchError(f"cannot unpack {archive}: {exc}") from exc
 
@@ -395,13 +410,12 @@ def extract_zip(archive: Path, into: Path) -> None:
             for member in members:
                 if member.filename in _NOT_MESSAGES:
                     continue
-                try:
-                    with zipped.open(member) as source, (into / member.filename).open("wb") as out:
-                        shutil.copyfileobj(source, out, 1 << 20)
-                except OSError as exc:
-                    if exc.errno in _WRITE_ERRORS:
-                        raise _write_error(exc, into) from exc
-                    raise
+                with (
+                    _writing_into(dest_of(into)),
+                    zipped.open(member) as source,
+                    (into / member.filename).open("wb") as out,
+                ):
+                    shutil.copyfileobj(source, out, 1 << 20)
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
@@ -422,6 +436,10 @@ def _download(url: str, target: Path, log: Log) -> None:
     # truncating what the other was writing, and the second's rename found it gone.
     handle, name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
     partial = Path(name)
+    # mkstemp's file is its owner's alone; a cache others share needs the usual mode.
+    umask = os.umask(0o022)
+    os.umask(umask)
+    os.fchmod(handle, 0o666 & ~umask)
     request = urllib.request.Request(url, headers={"User-Agent": "spamnb-corpus-fetch/1"})
     try:
         with (
@@ -502,11 +520,20 @@ def is_verified(name: str, root: Path) -> bool:
 
 
 @contextmanager
-def _turn(dest: Path, corpus: Corpus) -> Iterator[None]:
-    """Hold the lock of ``corpus`` in ``dest`` (runs into one destination take turns)."""
-    with (dest / f".{corpus.root}.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+def _turn(dest: Path, corpus: Corpus, log: Log) -> Iterator[None]:
+    """Hold the lock of ``corpus`` in ``dest`` (runs into one destination take turns).
+    Opened for reading, which is all flock needs, so any user who may write the
+    destination may take it."""
+    handle = os.open(dest / f".{corpus.root}.lock", os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"waiting for another fetch of {corpus.name} into {dest}")
+            fcntl.flock(handle, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(handle)
 
 
 def fetch(
@@ -526,16 +553,25 @@ def fetch(
     corpus = get_corpus(name)
     dest = Path(dest)
     root = dest / corpus.root
+    log = log or _quiet
     if is_verified(name, root):
+        return root
+    if root.is_dir() and not os.access(dest, os.W_OK):
+        # A copy nobody may change here (a shared tree, or one verified by an older
+        # version of this script): checked in place, and left unmarked.
+        try:
+            verify(name, root)
+        except FetchError as exc:
+            raise FetchError(f"{exc} (and {dest} cannot be written to fetch it afresh)") from None
         return root
     try:
         dest.mkdir(parents=True, exist_ok=True)
         # Two runs into one destination (test processes, benchmarks) unpacked the same
         # corpus at once, and the later rename failed on the folder the first put there.
-        with _turn(dest, corpus):
+        with _turn(dest, corpus, log):
             if is_verified(name, root):
                 return root
-            return _fetch_now(corpus, dest, mirror, downloads, log or _quiet)
+            return _fetch_now(corpus, dest, mirror, downloads, log)
     except FetchError:
         raise
     except OSError as exc:
@@ -571,8 +607,9 @@ def _fetch_now(
         mirror = Path(os.environ[MIRROR_ENV])
     # Unpack beside the destination and rename at the end, so an interrupted or failed
     # run never leaves a half-populated corpus that looks complete.
-    staging = Path(tempfile.mkdtemp(prefix=f".{corpus.root}.partial-", dir=dest))
+    staging: Path | None = None
     try:
+        staging = Path(tempfile.mkdtemp(prefix=f".{corpus.root}.partial-", dir=dest))
         if mirror is not None:
             _unpack_from_mirror(corpus, Path(mirror), staging, log)
         else:
@@ -581,12 +618,8 @@ def _fetch_now(
         try:
             if corpus.messages_from is not None:
                 log(f"writing {corpus.name}'s messages")
-                try:
+                with _writing_into(dest):
                     corpus.messages_from(unpacked)
-                except OSError as exc:
-                    if exc.errno in _WRITE_ERRORS:
-                        raise _write_error(exc, dest) from None
-                    raise
             log(f"verifying {corpus.name}")
             verify(name, unpacked)
         except DestinationError:
@@ -600,7 +633,8 @@ def _fetch_now(
         (unpacked / MARKER_NAME).write_text(_marker_text(corpus), encoding="utf-8")
         os.replace(unpacked, root)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
     return root
 
 
@@ -646,12 +680,10 @@ def main(argv: list[str] | None = None) -> int:
     def log(message: str) -> None:
         print(f"  {message}", file=sys.stderr)
 
-    # Terminated (a CI time-out, a closed session), the run cleans up as after Ctrl-C:
-    # its unpacking folder was left behind for good.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # Each corpus is fetched on its own: one missing from a mirror (say the SMS, which
     # the tests alone read) leaves the others to be fetched, and every failure is named.
     failed = 0
+    output_lost = False
     try:
         for name in names:
             try:
@@ -664,19 +696,31 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"fetch.py: error: {exc}", file=sys.stderr)
                 failed += 1
                 continue
-            print(f"{name}: {root} (ham {counts['ham']}, spam {counts['spam']})", flush=True)
+            try:
+                print(f"{name}: {root} (ham {counts['ham']}, spam {counts['spam']})", flush=True)
+            except OSError as exc:  # closed or full: said once, and the rest still fetched
+                if not output_lost:
+                    print(
+                        f"fetch.py: cannot write the output: {exc.strerror or exc}", file=sys.stderr
+                    )
+                    # Nothing more may be written to it, not even at exit.
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, sys.stdout.fileno())
+                    os.close(devnull)
+                output_lost = True
     except KeyboardInterrupt:
         print("fetch.py: interrupted", file=sys.stderr)
         return 130
-    except OSError as exc:  # standard output closed or full: the corpora are fetched
-        print(f"fetch.py: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
-        # Nothing more may be written to the broken output when Python exits.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-        return 1
-    return 1 if failed else 0
+    return 1 if failed or output_lost else 0
+
+
+def _terminated(signum: int, frame: object) -> None:
+    # Terminated (a CI time-out, a closed session), the run cleans up as after Ctrl-C;
+    # its unpacking folder was left behind for good.
+    sys.exit(143)
 
 
 if __name__ == "__main__":
+    # Here, not in main(): a process that calls main() keeps its own handling of SIGTERM.
+    signal.signal(signal.SIGTERM, _terminated)
     sys.exit(main())

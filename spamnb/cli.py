@@ -133,11 +133,11 @@ def progress_bar(
     # costs 50 ms that a redirected run would spend for nothing.
     if (
         not sys.stderr.isatty()
-        # A terminal that cannot redraw a line (Emacs' shell): rich drew no bar there
-        # but left an empty line for each (review 35).
-        or os.environ.get("TERM") == "dumb"
         or (total is not None and total < 50)
         or (prints_meanwhile and sys.stdout.isatty())
+        # A terminal that cannot redraw a line (TERM=dumb or unknown, as Emacs' shell):
+        # rich draws no bar there, but left an empty line for each.
+        or not stderr_console().is_interactive
     ):
         yield lambda n=1: raise_if_interrupted()
         return
@@ -175,7 +175,10 @@ _live_bar: Any = None
 def say_on_stderr(line: str) -> None:
     """One line on stderr, above the progress bar when one is shown."""
     if _live_bar is not None:
-        _live_bar.console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+        from rich.text import Text
+
+        # A Text, not markup=False: the bar is redrawn with this call's options.
+        _live_bar.console.print(Text(line), soft_wrap=True)
     else:
         click.echo(line, err=True)
 

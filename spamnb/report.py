@@ -12,7 +12,7 @@ from rich import box
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from . import HAM
@@ -29,16 +29,28 @@ __all__ = [
 ]
 
 
+# The longest word a folded column is sized for when a table cannot fit: a class label
+# or an event model's name ("boolean") stays whole, a path or token folds.
+_SHORT_WORD = 10
+
+
+def _longest_word(column: Column, *, header_only: bool = False) -> int:
+    texts = [column.header] if header_only else [column.header, *column.cells]
+    words = [cell_len(w) for text in texts if isinstance(text, Text) for w in text.plain.split()]
+    return max(words, default=1)
+
+
 class _Table(Table):
     """A table whose numbers are never broken inside a word.
 
     rich narrows a table too wide for the terminal by folding its widest columns, and
     numbers with them: a tune cut-off shown as "0.77665" over "7" was a number to copy
-    into train (review 35).  Where rich's layout would do that, this table gives each
-    column of numbers (``whole``: the right-aligned ones and ranges such as
-    "0.50-0.55") a fixed width, the longest word of its cells (_add_row records it) or
-    of its header, lets the others fold, and when even that does not fit runs past the
-    terminal's edge rather than break a number.  Anywhere else the layout is rich's own.
+    into train.  Where rich's layout would do that, this table gives each column of
+    numbers (``whole``: the right-aligned ones and ranges such as "0.50-0.55") a fixed
+    width, the longest word of its cells (_add_row records it), lets their headers and
+    the other columns fold, and when that does not fit with the others' words of up to
+    ten cells whole, runs past the terminal's edge rather than break a number.
+    Anywhere else the layout is rich's own.
     """
 
     whole: frozenset[int] = frozenset()
@@ -48,17 +60,21 @@ class _Table(Table):
             yield from super().__rich_console__(console, options)
             return
         widths = [column.width for column in self.columns]
+        # Measured without the terminal's bound, which Measurement.get clamps to.
+        unbounded = options.update(max_width=1 << 16)
         try:
-            for index, column in enumerate(self.columns):
-                header = column.header.plain if isinstance(column.header, Text) else ""
-                if index in self.whole:
-                    words = [cell_len(word) for word in header.split()]
-                    column.width = max([column.min_width or 0, *words])
-                else:
-                    column.width = 1
-            # Measured without the terminal's bound, which Measurement.get clamps to.
-            unbounded = options.update(max_width=1 << 16)
-            least = Measurement.get(console, unbounded, super()).minimum
+            # Numbers as wide as their headers' words if that fits, else only as wide
+            # as the numbers (their headers then fold, to three cells at least).
+            for header_words in (_SHORT_WORD, 3):
+                for index, column in enumerate(self.columns):
+                    words = min(header_words, _longest_word(column, header_only=True))
+                    if index in self.whole:
+                        column.width = max(column.min_width or 1, words)
+                    else:
+                        column.width = min(_SHORT_WORD, _longest_word(column))
+                least = Measurement.get(console, unbounded, self).minimum
+                if least <= options.max_width:
+                    break
             for index, (column, width) in enumerate(zip(self.columns, widths, strict=True)):
                 if index not in self.whole:
                     column.width = width

@@ -376,21 +376,30 @@ def test_no_number_is_broken_on_a_narrow_terminal(sample_maildir, columns):
 
     from spamnb.cli import main, stdout_console
 
-    def numbers(args: list[str], width: int) -> list[str]:
+    def shown(args: list[str], width: int) -> str:
         stdout_console.cache_clear()  # kept for the process, with the width it read
         result = CliRunner().invoke(
             main, args, env={"COLUMNS": str(width), "NO_COLOR": "1"}, catch_exceptions=False
         )
         assert result.exit_code == 0, result.output
-        return sorted(re.findall(r"\d[\d.,%-]*", result.stdout))
+        return result.stdout
+
+    def numbers(args: list[str], width: int) -> list[str]:
+        return sorted(re.findall(r"\d[\d.,%-]*", shown(args, width)))
 
     folders = ["--spam", str(sample_maildir / "spam"), "--ham", str(sample_maildir / "ham")]
     commands = (
         ["evaluate", *folders, "--folds", "3", "--learning-curve"],
         ["tune", *folders, "--alphas", "1,0.01", "--event-models", "boolean", "--test-size", "0.3"],
     )
-    for args in commands:
-        assert numbers(args, columns) == numbers(args, 200)
+    try:
+        for args in commands:
+            assert numbers(args, columns) == numbers(args, 200)
+        # Nor are the words beside them cut to make room, where there is room for them.
+        if columns >= 52:
+            assert shown(commands[1], columns).count("boolean ") >= 4
+    finally:
+        stdout_console.cache_clear()  # the next test's console reads its own width
 
 
 def test_report_is_written(tmp_path, sample_maildir):

@@ -706,7 +706,8 @@ def test_a_warning_goes_above_the_progress_bar():
     assert b"Learning" in shown
     assert b"\x1b[2KWarning: skipped 1 file" in shown
     # A terminal that cannot redraw gets no bar, and no empty line for it either.
-    assert on_a_terminal([], program=program, term="dumb") == b"Warning: skipped 1 file\r\n"
+    for term in ("dumb", "unknown"):
+        assert on_a_terminal([], program=program, term=term) == b"Warning: skipped 1 file\r\n"
 
 
 def test_the_installed_command_completes_as_readme_says(tmp_path):

@@ -15,8 +15,10 @@ import http.client
 import importlib.util
 import io
 import os
+import pwd
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -530,7 +532,8 @@ def test_enron1_files_of_the_right_number_are_not_taken_for_the_corpus(tmp_path:
                 info = tarfile.TarInfo(f"enron1/{group}/{n:04}.txt")
                 info.size = 2
                 tar.addfile(info, io.BytesIO(b"hi"))
-    with pytest.raises(fetch_mod.FetchError, match="not the published ones") as info:
+    not_enron = r"5172 file\(s\) are not enron1 messages"
+    with pytest.raises(fetch_mod.FetchError, match=not_enron) as info:
         fetch_mod.fetch("enron1", tmp_path / "dest", downloads=downloads)
     assert "deleted" in str(info.value) and not archive.exists()
     assert not (tmp_path / "dest" / "enron1").exists()
@@ -566,8 +569,10 @@ def test_a_full_destination_keeps_the_download(
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(tarfile.TarFile, "extract", full)
-    with pytest.raises(fetch_mod.DestinationError, match=r"^cannot write .*No space left"):
-        fetch_mod.fetch("enron1", tmp_path / "dest", downloads=downloads)
+    dest = tmp_path / "dest"
+    message = f"cannot write {dest}: No space left on device"
+    with pytest.raises(fetch_mod.DestinationError, match=f"^{re.escape(message)}$"):
+        fetch_mod.fetch("enron1", dest, downloads=downloads)
     assert archive.exists()
 
 
@@ -627,3 +632,64 @@ def test_two_runs_sharing_the_download_cache_both_finish(
     assert errors == []
     assert target.read_bytes() == b"archive bytes"
     assert [p.name for p in target.parent.iterdir()] == [target.name]
+    # Readable by whoever shares the cache, as the umask says (mkstemp's are 0600).
+    assert target.stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@pytest.mark.corpus
+def test_a_copy_nobody_may_change_is_checked_in_place(
+    fetched: dict[str, Path], tmp_path: Path
+) -> None:
+    # One a previous version verified: taking the lock, or writing the new marker,
+    # failed on the read-only folder.
+    dest = tmp_path / "shared"
+    shutil.copytree(fetched["sms"], dest / "smsspamcollection")
+    marker = dest / "smsspamcollection" / fetch_mod.MARKER_NAME
+    marker.write_text("spamnb-fetch v1 sms ham=4827 spam=747\n")
+    os.chmod(dest, 0o555)
+    try:
+        command = [sys.executable, str(FETCH_PY), "--dest", str(dest), "sms"]
+        if os.geteuid() == 0:
+            # Root may write anywhere: in a user namespace the test is the owner of its
+            # files, whom a folder's mode binds.
+            nobody = pwd.getpwnam("nobody")
+            mapped = [f"--map-user={nobody.pw_uid}", f"--map-group={nobody.pw_gid}"]
+            command = ["unshare", "--user", *mapped, *command]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    finally:
+        os.chmod(dest, 0o755)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("sms: ")
+    assert not (dest / ".smsspamcollection.lock").exists()
+    assert marker.read_text().startswith("spamnb-fetch v1 ")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+def test_a_closed_output_still_fetches_every_corpus(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fetched_now: list[str] = []
+
+    def fake_fetch(name: str, dest: Path, *args: object, **kwargs: object) -> Path:
+        fetched_now.append(name)
+        return Path(dest) / name
+
+    monkeypatch.setattr(fetch_mod, "fetch", fake_fetch)
+    monkeypatch.setattr(fetch_mod, "labelled_dirs", lambda name, root: {"ham": [], "spam": []})
+    with open("/dev/full", "w") as full:
+        monkeypatch.setattr(sys, "stdout", full)
+        status = fetch_mod.main(["--dest", str(tmp_path), "all"])
+    assert status == 1
+    assert fetched_now == list(fetch_mod.CORPORA)
+
+
+def test_main_leaves_the_callers_sigterm_alone(tmp_path: Path) -> None:
+    before = signal.getsignal(signal.SIGTERM)
+    fetch_mod.main(["--dest", str(tmp_path), "--mirror", str(tmp_path / "none"), "sms"])
+    assert signal.getsignal(signal.SIGTERM) is before
