@@ -28,7 +28,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
-from functools import partial
+from functools import cache, partial
 from itertools import accumulate, chain, islice
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -455,15 +455,24 @@ def batch_counter(
         timeout = DASK_BATCH_SECONDS if backend == "dask" else None
         with Parallel(n_jobs=n_jobs, return_as="generator", timeout=timeout) as parallel:
 
+            def tasks(group: Sequence[Sequence[bytes]], digests: bool) -> Iterator[Any]:
+                if backend != "dask":
+                    return (delayed(remote)(batch, settings, digests) for batch in group)
+                # Each batch carries the code it must be counted with: a worker that
+                # joined after the check, or was restarted with other code, refuses it.
+                here = _code_identity()
+                return (
+                    delayed(_counted_by_the_same_code)(here, remote, batch, settings, digests)
+                    for batch in group
+                )
+
             def count_group(
                 group: Sequence[Sequence[bytes]], digests: bool
             ) -> Iterator[BatchCounts]:
-                return _deaths_reported(
-                    lambda: parallel(
-                        delayed(remote)(messages, settings, digests) for messages in group
-                    ),
-                    TerminatedWorkerError,
+                counted = _deaths_reported(
+                    lambda: parallel(tasks(group, digests)), TerminatedWorkerError
                 )
+                return counted if backend != "dask" else _cluster_failures(counted, scheduler)
 
             def count_there(
                 batches: Iterable[Sequence[bytes]], digests: bool
@@ -612,7 +621,10 @@ def in_background(work: Callable[[], Item], fork: bool = True) -> Iterator[Calla
         whatever happens while reading."""
         nonlocal helper
         assert helper is not None
-        pid, reader = helper
+        # Taken before anything can be interrupted: a Ctrl-C inside waitpid left it
+        # set, and the second call closed the reader's number again, by then perhaps
+        # another file's.
+        (pid, reader), helper = helper, None
         value, read_whole = None, False
         try:
             with os.fdopen(reader, "rb") as stream:
@@ -621,12 +633,13 @@ def in_background(work: Callable[[], Item], fork: bool = True) -> Iterator[Calla
                     with suppress(Exception):
                         value, read_whole = pickle.load(stream), True
         finally:
-            if not read_whole:
-                os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
-            helper = None
-            if freezes:
-                gc.unfreeze()
+            try:
+                if not read_whole:
+                    os.kill(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+            finally:
+                if freezes:
+                    gc.unfreeze()
         return read_whole and status == 0, value
 
     def result() -> Item:
@@ -667,6 +680,42 @@ def _in_flight(
     finally:
         for future in pending:
             future.cancel()
+
+
+def _counted_by_the_same_code(
+    expected: tuple[str, ...], remote: Callable[..., BatchCounts], *args: Any
+) -> BatchCounts:
+    """``remote(*args)`` on a Dask worker, if it runs the code ``expected``."""
+    there = _code_identity()
+    if there != expected:
+        raise DaskUnusable(_mismatch(_worker_name(), there, expected))
+    return remote(*args)
+
+
+def _worker_name() -> str:
+    try:
+        from distributed import get_worker
+
+        return str(get_worker().address)
+    except Exception:  # noqa: BLE001 - only a name for the message
+        return "(unknown)"
+
+
+def _cluster_failures(items: Iterator[Item], scheduler: str | None) -> Iterator[Item]:
+    """``items``, with any failure of the Dask cluster (its scheduler gone, a batch
+    cancelled, a worker's refusal) as DaskUnusable in one line: they came out of
+    joblib as tracebacks of distributed's own exceptions."""
+    import multiprocessing
+
+    try:
+        yield from items
+    except (DaskUnusable, TimeoutError, multiprocessing.TimeoutError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever distributed raises, in one line
+        if isinstance(exc.__cause__, DaskUnusable) or isinstance(exc.__context__, DaskUnusable):
+            raise DaskUnusable(str(exc.__cause__ or exc.__context__)) from None
+        text = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise DaskUnusable(f"the Dask cluster at {scheduler} failed: {text}") from None
 
 
 def _deaths_reported(
@@ -716,6 +765,14 @@ def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
         lambda: _ready_client(Client, scheduler),
         f"no Dask scheduler at {scheduler} answered within {deadline} s",
     )
+    # distributed and tornado log the tracebacks of a lost scheduler themselves, before
+    # spamnb says so in one line.
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("distributed", "tornado")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.CRITICAL)
     try:
         threads = sum(client.nthreads().values())
         if threads < 2:
@@ -729,6 +786,8 @@ def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
             yield threads
     finally:
         client.close()
+        for logger, level in zip(loggers, levels, strict=True):
+            logger.setLevel(level)
 
 
 # How long a Dask scheduler may take to answer, to show workers, and a worker to
@@ -790,17 +849,14 @@ def _ready_client(client_class: Any, scheduler: str) -> Any:
                 f"(none joined within {DASK_ANSWER_SECONDS} s)"
             ) from None
 
-        def identity_there() -> tuple[str, int, str] | str:
-            # Defined here, so that it is sent by value and a worker without spamnb
-            # can still answer.
-            try:
-                from spamnb.parallel import _code_identity
-            except Exception as exc:  # noqa: BLE001 - the worker's reason, for the user
-                return f"{type(exc).__name__}: {exc}"
-            return _code_identity()
-
         here = _code_identity()
-        for worker, there in sorted(client.run(identity_there).items()):
+        # Sent by reference, as this module's function: sent by value, its bytecode
+        # met another Python on the workers and failed there with a meaningless error.
+        # A worker that cannot import spamnb returns its exception.
+        answers = client.run(_worker_identity, on_error="return")
+        for worker, there in sorted(answers.items()):
+            if isinstance(there, BaseException):
+                there = f"{type(there).__name__}: {there}"
             if there != here:
                 raise DaskUnusable(_mismatch(worker, there, here))
     except BaseException:
@@ -809,27 +865,40 @@ def _ready_client(client_class: Any, scheduler: str) -> Any:
     return client
 
 
-def _code_identity() -> tuple[str, int, str]:
-    """This spamnb's version, tokenizer version and a digest of the code that counts
-    (tokens, counts, parallel): workers that differ in any would count other tokens."""
-    import hashlib
+@cache
+def _code_identity() -> tuple[str, int, str, str]:
+    """This spamnb's version, tokenizer version, Python version and a digest of every
+    module of the package: workers that differ in any could count other tokens or
+    digests (the tokenizer reads mail with the standard library's email package).
 
-    from . import __version__, counts, tokens
+    Worked out once a process, when it first counts: a worker that loaded spamnb and
+    then saw its files replaced counts with the code it loaded, which is what the
+    digest must describe."""
+    import hashlib
+    from pathlib import Path
+
+    from . import __version__, tokens
 
     digest = hashlib.sha256()
-    for module in (tokens, counts, sys.modules[__name__]):
-        with open(module.__file__, "rb") as source:  # type: ignore[arg-type]
-            digest.update(source.read())
-    return __version__, tokens.TOKENIZER_VERSION, digest.hexdigest()[:16]
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    python = "{}.{}".format(*sys.version_info[:2])
+    return __version__, tokens.TOKENIZER_VERSION, python, digest.hexdigest()[:16]
 
 
-def _mismatch(worker: str, there: tuple[str, int, str] | str, here: tuple[str, int, str]) -> str:
+def _worker_identity() -> tuple[str, int, str, str]:
+    """:func:`_code_identity` as a worker works it out, sent to it by name."""
+    return _code_identity()
+
+
+def _mismatch(worker: str, there: tuple[Any, ...] | str, here: tuple[Any, ...]) -> str:
     if isinstance(there, str):
         return f"the Dask worker {worker} cannot import spamnb ({' '.join(there.split())[:200]})"
     return (
-        f"the Dask worker {worker} runs spamnb {there[0]} (tokenizer {there[1]}, code "
-        f"{there[2]}), this one {here[0]} (tokenizer {here[1]}, code {here[2]}): its counts "
-        "would not match; install the same spamnb on the workers"
+        f"the Dask worker {worker} runs spamnb {there[0]} (tokenizer {there[1]}, Python "
+        f"{there[2]}, code {there[3]}), this one {here[0]} (tokenizer {here[1]}, Python "
+        f"{here[2]}, code {here[3]}): its counts would not match; install the same spamnb "
+        "on the same Python on the workers"
     )
 
 

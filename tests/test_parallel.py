@@ -1072,10 +1072,10 @@ def test_a_dask_cluster_that_cannot_count_for_this_spamnb_says_why(
     # scaled up under load once answered its first call with dask's own AssertionError.)
     with distributed.LocalCluster(n_workers=2, **options) as cluster:
         real = parallel._code_identity
-        monkeypatch.setattr(parallel, "_code_identity", lambda: (*real()[:2], "0" * 16))
+        monkeypatch.setattr(parallel, "_code_identity", lambda: (*real()[:3], "0" * 16))
         there = ["--backend", "dask", "--scheduler", cluster.scheduler_address]
         result = run(*args, "-m", tmp_path / "c.joblib", *there)
-        assert_one_line_error(result, "install the same spamnb on the workers")
+        assert_one_line_error(result, "install the same spamnb on the same Python on the workers")
 
 
 def test_more_jobs_than_cores_start_no_more_workers_than_cores(
@@ -1126,3 +1126,80 @@ def test_a_dask_batch_that_never_comes_back_ends_the_run(
         assert_one_line_error(result, "did not return its batch within 2 s")
         assert time.monotonic() - started < 30
     assert not (tmp_path / "m.joblib").exists()
+
+
+def _batch_whose_cluster_fails(*args, **kwargs):
+    from concurrent.futures import CancelledError
+
+    raise CancelledError("scheduler-connection-lost")
+
+
+def test_a_dask_cluster_that_fails_mid_run_is_one_line(
+    tmp_path, sample_maildir, monkeypatch, environment_restored
+):
+    # A scheduler gone mid-run ended in distributed's own traceback (review 33).
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    monkeypatch.setattr(parallel, "count_batch", _batch_whose_cluster_fails)
+    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
+    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+    ) as cluster:
+        result = run(*args, cluster.scheduler_address)
+        assert_one_line_error(result, "the Dask cluster at ", "failed: scheduler-connection-lost")
+    assert not (tmp_path / "m.joblib").exists()
+
+
+def test_a_batch_is_counted_only_by_the_same_code(monkeypatch):
+    # A worker that joined after the check, or was restarted with other code, got
+    # batches unchecked (review 33).
+    here = parallel._code_identity()
+    other = (*here[:3], "0" * 16)
+    with pytest.raises(parallel.DaskUnusable, match="install the same spamnb"):
+        parallel._counted_by_the_same_code(other, parallel.count_batch, [], None, False)
+    assert parallel._counted_by_the_same_code(here, lambda *args: args, 1, 2) == (1, 2)
+    # Its refusal reaches the user as it is, not as the cluster's failure.
+    refused = parallel.DaskUnusable("the Dask worker w runs spamnb 9")
+
+    def failing():
+        try:
+            raise refused
+        except parallel.DaskUnusable as exc:
+            raise RuntimeError("wrapped by the cluster") from exc
+        yield
+
+    with pytest.raises(parallel.DaskUnusable, match=r"^the Dask worker w runs spamnb 9$"):
+        list(parallel._cluster_failures(failing(), "tcp://x:1"))
+
+
+def test_the_code_identity_covers_every_module_and_the_python():
+    *_, python, digest = parallel._code_identity()
+    assert python == "{}.{}".format(*sys.version_info[:2]) and len(digest) == 16
+    # Worked out once a process: the code it loaded, not files replaced since.
+    assert parallel._code_identity() is parallel._code_identity()
+
+
+def test_an_interrupt_while_reaping_the_helper_is_an_interrupt():
+    # Ctrl-C inside waitpid left the helper to be reaped twice, and the second time
+    # closed its pipe's number again: "Bad file descriptor", status 1 (review 33).
+    # In a process of its own, with no other thread, where the helper is forked.
+    script = """
+import os
+from spamnb import parallel
+real = os.waitpid
+calls = []
+def waitpid(pid, flags):
+    calls.append(pid)
+    if len(calls) == 1:
+        raise KeyboardInterrupt  # as the SIGINT handler raises it there
+    return real(pid, flags)
+os.waitpid = waitpid
+try:
+    with parallel.in_background(lambda: 42) as result:
+        result()
+except BaseException as exc:
+    print(type(exc).__name__, len(calls))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.stdout == "KeyboardInterrupt 1\n", done.stdout + done.stderr
