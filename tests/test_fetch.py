@@ -489,12 +489,17 @@ def test_a_failed_download_leaves_the_good_ones_cached(
 # --- review 34: runs at once, damaged copies, content, full disks, killed runs ------------
 
 
+def _from_the_mirror(dest: Path) -> list[str]:
+    """The command line of fetch.py from the real mirror into ``dest``, but the corpus."""
+    if not MIRROR.is_dir():
+        pytest.fail(NO_MIRROR)
+    return [sys.executable, str(FETCH_PY), "--mirror", str(MIRROR), "--dest", str(dest)]
+
+
 @pytest.mark.corpus
 def test_runs_into_one_destination_take_turns(tmp_path: Path) -> None:
     # The later runs' renames failed on the folder the first had put there.
-    if not MIRROR.is_dir():
-        pytest.fail(NO_MIRROR)
-    command = [sys.executable, str(FETCH_PY), "--mirror", str(MIRROR), "--dest", str(tmp_path)]
+    command = _from_the_mirror(tmp_path)
     runs = [
         subprocess.Popen([*command, "enron1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         for _ in range(3)
@@ -578,9 +583,7 @@ def test_a_full_destination_keeps_the_download(
 
 @pytest.mark.corpus
 def test_a_terminated_run_leaves_nothing_and_a_killed_ones_leftovers_go(tmp_path: Path) -> None:
-    if not MIRROR.is_dir():
-        pytest.fail(NO_MIRROR)
-    command = [sys.executable, str(FETCH_PY), "--mirror", str(MIRROR), "--dest", str(tmp_path)]
+    command = _from_the_mirror(tmp_path)
     run = subprocess.Popen([*command, "spamassassin"], stderr=subprocess.DEVNULL)
     # Terminated while it unpacks (SIGTERM: a CI time-out, a closed session).
     while not list(tmp_path.glob(".spamassassin-20030228.partial-*")) and run.poll() is None:

@@ -1107,24 +1107,31 @@ def _batch_that_never_comes_back(*args, **kwargs):
     raise RuntimeError("too late")
 
 
-def test_a_dask_batch_that_never_comes_back_ends_the_run(
-    tmp_path, sample_maildir, monkeypatch, environment_restored
-):
-    # A cluster whose last worker died left training waiting for ever, lock held.
+def _train_on_threads_of_a_dask_cluster(tmp_path, sample_maildir, monkeypatch, counter):
+    """``train --backend dask`` on a cluster in this process, whose worker threads see
+    this process's count_batch (sent by name): ``counter`` counts in its place."""
     distributed = pytest.importorskip("dask.distributed")
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
-    monkeypatch.setattr("spamnb.parallel.DASK_BATCH_SECONDS", 2)
-    # In-process workers (threads) see this process's count_batch, which is sent by name.
-    monkeypatch.setattr(parallel, "count_batch", _batch_that_never_comes_back)
+    monkeypatch.setattr(parallel, "count_batch", counter)
     args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
     args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
     ) as cluster:
-        started = time.monotonic()
-        result = run(*args, cluster.scheduler_address)
-        assert_one_line_error(result, "did not return its batch within 2 s")
-        assert time.monotonic() - started < 30
+        return run(*args, cluster.scheduler_address)
+
+
+def test_a_dask_batch_that_never_comes_back_ends_the_run(
+    tmp_path, sample_maildir, monkeypatch, environment_restored
+):
+    # A cluster whose last worker died left training waiting for ever, lock held.
+    monkeypatch.setattr("spamnb.parallel.DASK_BATCH_SECONDS", 2)
+    started = time.monotonic()
+    result = _train_on_threads_of_a_dask_cluster(
+        tmp_path, sample_maildir, monkeypatch, _batch_that_never_comes_back
+    )
+    assert_one_line_error(result, "did not return its batch within 2 s")
+    assert time.monotonic() - started < 30
     assert not (tmp_path / "m.joblib").exists()
 
 
@@ -1138,16 +1145,10 @@ def test_a_dask_cluster_that_fails_mid_run_is_one_line(
     tmp_path, sample_maildir, monkeypatch, environment_restored
 ):
     # A scheduler gone mid-run ended in distributed's own traceback (review 33).
-    distributed = pytest.importorskip("dask.distributed")
-    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
-    monkeypatch.setattr(parallel, "count_batch", _batch_whose_cluster_fails)
-    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
-    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
-    with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
-    ) as cluster:
-        result = run(*args, cluster.scheduler_address)
-        assert_one_line_error(result, "the Dask cluster at ", "failed: scheduler-connection-lost")
+    result = _train_on_threads_of_a_dask_cluster(
+        tmp_path, sample_maildir, monkeypatch, _batch_whose_cluster_fails
+    )
+    assert_one_line_error(result, "the Dask cluster at ", "failed: scheduler-connection-lost")
     assert not (tmp_path / "m.joblib").exists()
 
 
