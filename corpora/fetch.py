@@ -48,6 +48,7 @@ import signal
 import sys
 import tarfile
 import tempfile
+import threading
 import urllib.error
 import urllib.request
 import zipfile
@@ -434,12 +435,10 @@ def _download(url: str, target: Path, log: Log) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     # A file of this run's own: two runs sharing the cache wrote one ".part" file, one
     # truncating what the other was writing, and the second's rename found it gone.
-    handle, name = tempfile.mkstemp(prefix=target.name + ".", suffix=".part", dir=target.parent)
-    partial = Path(name)
-    # mkstemp's file is its owner's alone; a cache others share needs the usual mode.
-    umask = os.umask(0o022)
-    os.umask(umask)
-    os.fchmod(handle, 0o666 & ~umask)
+    # Named for this process and thread, and made with the umask's mode (mkstemp's are
+    # their owner's alone, and a cache others share needs the usual mode).
+    partial = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
+    handle = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
     request = urllib.request.Request(url, headers={"User-Agent": "spamnb-corpus-fetch/1"})
     try:
         with (
@@ -522,9 +521,14 @@ def is_verified(name: str, root: Path) -> bool:
 @contextmanager
 def _turn(dest: Path, corpus: Corpus, log: Log) -> Iterator[None]:
     """Hold the lock of ``corpus`` in ``dest`` (runs into one destination take turns).
-    Opened for reading, which is all flock needs, so any user who may write the
-    destination may take it."""
-    handle = os.open(dest / f".{corpus.root}.lock", os.O_RDONLY | os.O_CREAT, 0o666)
+    Opened for reading where another user's file may not be written, which is all
+    flock needs on a local disk."""
+    lock = dest / f".{corpus.root}.lock"
+    try:
+        # For writing where that is allowed: NFS locks only files open for it.
+        handle = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+    except PermissionError:  # another user's lock file, in a folder we may write
+        handle = os.open(lock, os.O_RDONLY)
     try:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -561,7 +565,7 @@ def fetch(
         # version of this script): checked in place, and left unmarked.
         try:
             verify(name, root)
-        except FetchError as exc:
+        except (FetchError, OSError) as exc:
             raise FetchError(f"{exc} (and {dest} cannot be written to fetch it afresh)") from None
         return root
     try:

@@ -706,16 +706,30 @@ def _cluster_failures(items: Iterator[Item], scheduler: str | None) -> Iterator[
     cancelled, a worker's refusal) as DaskUnusable in one line: they came out of
     joblib as tracebacks of distributed's own exceptions."""
     import multiprocessing
+    from concurrent.futures import CancelledError
 
     try:
         yield from items
     except (DaskUnusable, TimeoutError, multiprocessing.TimeoutError):
         raise
-    except Exception as exc:  # noqa: BLE001 - whatever distributed raises, in one line
-        if isinstance(exc.__cause__, DaskUnusable) or isinstance(exc.__context__, DaskUnusable):
-            raise DaskUnusable(str(exc.__cause__ or exc.__context__)) from None
-        text = " ".join(str(exc).split())[:300] or type(exc).__name__
-        raise DaskUnusable(f"the Dask cluster at {scheduler} failed: {text}") from None
+    except Exception as exc:
+        refusal = next(
+            (e for e in (exc, exc.__cause__, exc.__context__) if isinstance(e, DaskUnusable)),
+            None,
+        )
+        if refusal is not None:  # a worker's, which says why in one line
+            raise DaskUnusable(str(refusal)) from None
+        if isinstance(exc, CancelledError):
+            what = "it dropped a batch (its scheduler gone?)"
+        elif isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLUSTER_CODE:
+            what = " ".join(str(exc).split())[:300] or type(exc).__name__
+        else:
+            raise  # spamnb's own fault, not the cluster's: a traceback, as locally
+        raise DaskUnusable(f"the Dask cluster at {scheduler} failed: {what}") from None
+
+
+# The packages whose exceptions say the cluster failed, not the counting.
+_CLUSTER_CODE = frozenset({"distributed", "tornado", "dask"})
 
 
 def _deaths_reported(
@@ -769,7 +783,14 @@ def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
     # spamnb says so in one line.
     import logging
 
-    loggers = [logging.getLogger(name) for name in ("distributed", "tornado")]
+    # Every one of theirs: distributed gives some (distributed.client) levels of
+    # their own, which their parents' do not override.
+    names = [*logging.root.manager.loggerDict, "distributed", "tornado"]
+    loggers = [
+        logging.getLogger(name)
+        for name in dict.fromkeys(names)
+        if name.split(".")[0] in ("distributed", "tornado")
+    ]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)
@@ -855,6 +876,9 @@ def _ready_client(client_class: Any, scheduler: str) -> Any:
         # A worker that cannot import spamnb returns its exception.
         answers = client.run(_worker_identity, on_error="return")
         for worker, there in sorted(answers.items()):
+            if isinstance(there, AttributeError):
+                # An older spamnb, which has no _worker_identity to run.
+                raise DaskUnusable(_mismatch(worker, None, here))
             if isinstance(there, BaseException):
                 there = f"{type(there).__name__}: {there}"
             if there != here:
@@ -891,14 +915,20 @@ def _worker_identity() -> tuple[str, int, str, str]:
     return _code_identity()
 
 
-def _mismatch(worker: str, there: tuple[Any, ...] | str, here: tuple[Any, ...]) -> str:
+def _mismatch(worker: str, there: tuple[Any, ...] | str | None, here: tuple[Any, ...]) -> str:
+    """Why ``worker`` may not count: ``there`` is its identity, its reason for not
+    importing spamnb, or None for an older spamnb that cannot say."""
     if isinstance(there, str):
         return f"the Dask worker {worker} cannot import spamnb ({' '.join(there.split())[:200]})"
+    runs = (
+        "an older spamnb"
+        if there is None
+        else f"spamnb {there[0]} (tokenizer {there[1]}, Python {there[2]}, code {there[3]})"
+    )
     return (
-        f"the Dask worker {worker} runs spamnb {there[0]} (tokenizer {there[1]}, Python "
-        f"{there[2]}, code {there[3]}), this one {here[0]} (tokenizer {here[1]}, Python "
-        f"{here[2]}, code {here[3]}): its counts would not match; install the same spamnb "
-        "on the same Python on the workers"
+        f"the Dask worker {worker} runs {runs}, this one {here[0]} (tokenizer {here[1]}, "
+        f"Python {here[2]}, code {here[3]}): its counts would not match; install the same "
+        "spamnb on the same Python on the workers"
     )
 
 

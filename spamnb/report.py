@@ -63,15 +63,16 @@ class _Table(Table):
         # Measured without the terminal's bound, which Measurement.get clamps to.
         unbounded = options.update(max_width=1 << 16)
         try:
-            # Numbers as wide as their headers' words if that fits, else only as wide
-            # as the numbers (their headers then fold, to three cells at least).
-            for header_words in (_SHORT_WORD, 3):
+            # The first that fits: numbers as wide as their headers' words and the
+            # other columns' words whole (up to ten cells), then the numbers' headers
+            # folded to three cells, then the other columns folded too.
+            for header_words, other_words in ((_SHORT_WORD, _SHORT_WORD), (3, _SHORT_WORD), (3, 1)):
                 for index, column in enumerate(self.columns):
                     words = min(header_words, _longest_word(column, header_only=True))
                     if index in self.whole:
                         column.width = max(column.min_width or 1, words)
                     else:
-                        column.width = min(_SHORT_WORD, _longest_word(column))
+                        column.width = min(other_words, _longest_word(column))
                 least = Measurement.get(console, unbounded, self).minimum
                 if least <= options.max_width:
                     break

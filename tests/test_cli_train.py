@@ -705,6 +705,7 @@ def test_a_warning_goes_above_the_progress_bar():
     shown = on_a_terminal([], program=program)
     assert b"Learning" in shown
     assert b"\x1b[2KWarning: skipped 1 file" in shown
+    assert b"[progress.description]" not in shown  # the bar's own markup, drawn raw
     # A terminal that cannot redraw gets no bar, and no empty line for it either.
     for term in ("dumb", "unknown"):
         assert on_a_terminal([], program=program, term=term) == b"Warning: skipped 1 file\r\n"

@@ -671,6 +671,15 @@ def test_a_copy_nobody_may_change_is_checked_in_place(
     assert done.stdout.startswith("sms: ")
     assert not (dest / ".smsspamcollection.lock").exists()
     assert marker.read_text().startswith("spamnb-fetch v1 ")
+    # And checked: a message gone from it is said, with why it stays so.
+    next((dest / "smsspamcollection" / "spam").iterdir()).unlink()
+    os.chmod(dest, 0o555)
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    finally:
+        os.chmod(dest, 0o755)
+    assert done.returncode == 1
+    assert "spam/ has 746 messages" in done.stderr and "cannot be written" in done.stderr
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")

@@ -1148,8 +1148,45 @@ def test_a_dask_cluster_that_fails_mid_run_is_one_line(
     result = _train_on_threads_of_a_dask_cluster(
         tmp_path, sample_maildir, monkeypatch, _batch_whose_cluster_fails
     )
-    assert_one_line_error(result, "the Dask cluster at ", "failed: scheduler-connection-lost")
+    assert_one_line_error(result, "the Dask cluster at ", "failed: it dropped a batch")
     assert not (tmp_path / "m.joblib").exists()
+
+
+def _batch_with_a_bug(*args, **kwargs):
+    return 1 / 0
+
+
+def test_a_fault_of_spamnb_on_a_dask_worker_is_no_cluster_failure(
+    tmp_path, sample_maildir, monkeypatch, environment_restored
+):
+    # Reported as "the Dask cluster failed", it sent the user after the wrong thing.
+    with pytest.raises(ZeroDivisionError):
+        _train_on_threads_of_a_dask_cluster(
+            tmp_path, sample_maildir, monkeypatch, _batch_with_a_bug
+        )
+
+
+_CHECKED: list[tuple] = []
+_REAL_CHECK = parallel._counted_by_the_same_code
+
+
+def _recorded_check(expected, remote, *args):
+    # At module level, so that the task names it (a closure is sent as a copy).
+    _CHECKED.append(expected)
+    return _REAL_CHECK(expected, remote, *args)
+
+
+def test_every_dask_batch_is_checked_on_its_worker(
+    tmp_path, sample_maildir, monkeypatch, environment_restored
+):
+    _CHECKED.clear()
+    monkeypatch.setattr(parallel, "_counted_by_the_same_code", _recorded_check)
+    result = _train_on_threads_of_a_dask_cluster(
+        tmp_path, sample_maildir, monkeypatch, parallel.count_batch
+    )
+    assert result.exit_code == 0, result.output
+    # 60 messages, 5 a batch.
+    assert len(_CHECKED) == 12 and set(_CHECKED) == {parallel._code_identity()}
 
 
 def test_a_batch_is_counted_only_by_the_same_code(monkeypatch):

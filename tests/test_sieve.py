@@ -56,8 +56,8 @@ class Pigeonhole:
         self.config = root / "dovecot.conf"
         self.config.write_text(
             setting.sub(lambda m: f"{m.group(1)} {programs}", config)
-            # What Debian's own files set: the Sieve plugin for delivery, and the
-            # user's script where Dovecot looks for it by default.
+            # What README takes as done: the Sieve plugin turned on for delivery, and
+            # the user's script where Debian's 90-sieve.conf has Dovecot look for it.
             + "mail_plugins = sieve\n"
             + f"plugin {{\n  sieve = file:{self.home}/sieve;active={self.home}/.dovecot.sieve\n}}\n"
         )
