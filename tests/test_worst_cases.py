@@ -478,8 +478,13 @@ def linearity_ratios() -> dict[str, float]:
 
 @pytest.mark.parametrize("case", LINEARITY_CASES)
 def test_tokenizing_takes_linear_time(case, linearity_ratios):
-    # Linear is 4; quadratic 16.
-    assert linearity_ratios[case] < 6
+    # Linear is 4; quadratic 16.  Not 6: a linear case's larger input outgrows the
+    # processor's caches, and on this project's shared virtual machine "many
+    # Content-Type fields after others" measured 4.4 one day and 5.2 to 6.5 another
+    # (6.15 failed CI), its cost a field 0.98, 1.14 and 1.35 microseconds at 1,000,
+    # 4,000 and 16,000 fields: growing by a sixth each time the input grows fourfold,
+    # where a quadratic cost would grow fourfold.
+    assert linearity_ratios[case] < 8
 
 
 def test_telling_an_mbox_from_a_message_takes_linear_time(tmp_path):
