@@ -34,10 +34,14 @@ __all__ = [
 _SHORT_WORD = 10
 
 
-def _longest_word(column: Column, *, header_only: bool = False) -> int:
-    texts = [column.header] if header_only else [column.header, *column.cells]
+def _longest_word(*texts: object) -> int:
+    """The cells the longest word of the Texts among ``texts`` takes (1 if none)."""
     words = [cell_len(w) for text in texts if isinstance(text, Text) for w in text.plain.split()]
     return max(words, default=1)
+
+
+def _column_word(column: Column, *, header_only: bool = False) -> int:
+    return _longest_word(column.header, *(() if header_only else column.cells))
 
 
 class _Table(Table):
@@ -68,11 +72,11 @@ class _Table(Table):
             # folded to three cells, then the other columns folded too.
             for header_words, other_words in ((_SHORT_WORD, _SHORT_WORD), (3, _SHORT_WORD), (3, 1)):
                 for index, column in enumerate(self.columns):
-                    words = min(header_words, _longest_word(column, header_only=True))
+                    words = min(header_words, _column_word(column, header_only=True))
                     if index in self.whole:
                         column.width = max(column.min_width or 1, words)
                     else:
-                        column.width = min(other_words, _longest_word(column))
+                        column.width = min(other_words, _column_word(column))
                 least = Measurement.get(console, unbounded, self).minimum
                 if least <= options.max_width:
                     break
@@ -105,7 +109,7 @@ class _Table(Table):
 
 def _table(
     title: str, *columns: str, right: Iterable[str] = (), whole: Iterable[str] = ()
-) -> Table:
+) -> _Table:
     """A table of ``columns``; those in ``right`` (numbers) are right-aligned, and
     they and those in ``whole`` are never broken inside a word (see _Table)."""
     table = _Table(
@@ -122,18 +126,17 @@ def _table(
     return table
 
 
-def _add_row(table: Table, *cells: str | RenderableType, style: str | None = None) -> None:
+def _add_row(table: _Table, *cells: str | RenderableType, style: str | None = None) -> None:
     # Cells hold paths, labels and tokens from the user's mail: never read them as
     # markup, nor pass on the terminal's control sequences a token may carry (a
     # Subject can colour the screen, or worse).
     texts = [Text(printable(cell)) if isinstance(cell, str) else cell for cell in cells]
-    whole = getattr(table, "whole", ())
-    for index, (column, text) in enumerate(zip(table.columns, texts, strict=False)):
-        if index in whole and isinstance(text, Text) and text.plain:
+    for index in table.whole:
+        if index < len(texts) and isinstance(texts[index], Text):
             # The width a number needs whole (see _Table): a value such as "90.00% (54
             # of 60)" may still break between its words.
-            longest = max(cell_len(word) for word in text.plain.split() or [""])
-            column.min_width = max(column.min_width or 0, longest)
+            column = table.columns[index]
+            column.min_width = max(column.min_width or 0, _longest_word(texts[index]))
     table.add_row(*texts, style=style)
 
 
@@ -571,13 +574,18 @@ def _extra_parts(report: dict[str, Any]) -> list[RenderableType]:
     return parts
 
 
+def _description(protocol: dict[str, Any]) -> Text:
+    """What was measured, in a sentence: it names the user's paths, so it is escaped."""
+    return Text(printable(protocol["description"]), style="italic")
+
+
 def evaluation_report(report: dict[str, Any]) -> RenderableType:
     if report.get("per_fold"):
         return cross_validation_report(report)
     parts: list[RenderableType] = []
     protocol = report.get("protocol")
     if protocol:
-        parts.append(Text(printable(protocol["description"]), style="italic"))
+        parts.append(_description(protocol))
     parts += [
         _summary_table(report),
         _confusion_table(report),
@@ -594,7 +602,7 @@ def cross_validation_report(report: dict[str, Any]) -> RenderableType:
     # Each fold has its own band, which the split report's one-band rows cannot show.
     pooled = {key: value for key, value in report.items() if key != "spam_score"}
     parts: list[RenderableType] = [
-        Text(printable(report["protocol"]["description"]), style="italic"),
+        _description(report["protocol"]),
         _summary_table(pooled),
     ]
     if report.get("spam_score"):
@@ -669,7 +677,7 @@ def tuning_report(report: dict[str, Any]) -> RenderableType:
     """spamnb tune: every setting tried, the one chosen, its spam cut-offs and (with a
     held-out test part) how the choice did on the test part."""
     protocol = report["protocol"]
-    parts: list[RenderableType] = [Text(printable(protocol["description"]), style="italic")]
+    parts: list[RenderableType] = [_description(protocol)]
     columns = ("k", "tokens", "accuracy", "FP", "FN", "errors", "ROC AUC")
     grid = _table(
         f"Settings tried ({protocol['folds']}-fold cross-validation of {protocol['tuned_n']:,} "
