@@ -451,28 +451,25 @@ def batch_counter(
     elif scorer is not None:
         remote = score_batch
     with _backend(backend, scheduler) as cluster_threads:
-        n_jobs = cluster_threads if backend == "dask" else jobs
-        timeout = DASK_BATCH_SECONDS if backend == "dask" else None
+        dask = backend == "dask"
+        if dask:
+            # Each batch carries the code it must be counted with: a worker that
+            # joined after the check, or was restarted with other code, refuses it.
+            remote = partial(_counted_by_the_same_code, _code_identity(), remote)
+        n_jobs = cluster_threads if dask else jobs
+        timeout = DASK_BATCH_SECONDS if dask else None
         with Parallel(n_jobs=n_jobs, return_as="generator", timeout=timeout) as parallel:
-
-            def tasks(group: Sequence[Sequence[bytes]], digests: bool) -> Iterator[Any]:
-                if backend != "dask":
-                    return (delayed(remote)(batch, settings, digests) for batch in group)
-                # Each batch carries the code it must be counted with: a worker that
-                # joined after the check, or was restarted with other code, refuses it.
-                here = _code_identity()
-                return (
-                    delayed(_counted_by_the_same_code)(here, remote, batch, settings, digests)
-                    for batch in group
-                )
 
             def count_group(
                 group: Sequence[Sequence[bytes]], digests: bool
             ) -> Iterator[BatchCounts]:
                 counted = _deaths_reported(
-                    lambda: parallel(tasks(group, digests)), TerminatedWorkerError
+                    lambda: parallel(
+                        delayed(remote)(messages, settings, digests) for messages in group
+                    ),
+                    TerminatedWorkerError,
                 )
-                return counted if backend != "dask" else _cluster_failures(counted, scheduler)
+                return _cluster_failures(counted, scheduler) if dask else counted
 
             def count_there(
                 batches: Iterable[Sequence[bytes]], digests: bool
