@@ -1509,21 +1509,18 @@ def classify(
 def worker_errors_reported(workers: Mapping[str, Any]) -> Iterator[None]:
     """A worker process's death, Dask missing, or a Dask scheduler that cannot be
     reached, as a one-line error."""
-    import multiprocessing
-
     from .parallel import DASK_BATCH_SECONDS, DaskMissing, DaskUnusable, WorkerDied
 
     try:
         yield
     except (DaskMissing, DaskUnusable, WorkerDied) as exc:
         raise fail(str(exc)) from None
-    except (TimeoutError, multiprocessing.TimeoutError):
-        # joblib raises multiprocessing's, which is no OSError.
+    except TimeoutError:
         if workers["backend"] != "dask":
             raise
         raise fail(
-            f"a Dask worker did not return its batch within {DASK_BATCH_SECONDS} s "
-            "(a worker died, or the cluster is overloaded)"
+            f"the Dask cluster did not return a batch within {DASK_BATCH_SECONDS} s "
+            "(every worker gone, or the cluster overloaded?)"
         ) from None
     except OSError as exc:
         if workers["backend"] != "dask":

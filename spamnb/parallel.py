@@ -390,7 +390,8 @@ def batch_counter(
     over each batch's own vocabulary, or hash each batch's tokens for this process's
     scorer (joblib's loky backend, its pool kept for every call).  ``backend`` "dask" runs
     it on the Dask cluster whose scheduler is at ``scheduler`` (an address such as
-    tcp://HOST:8786), on every thread the cluster has.  The batches are drawn in the
+    tcp://HOST:8786), with two batches for each of its threads in flight (at most
+    :data:`DASK_MOST_BATCHES`) in place of ``window``.  The batches are drawn in the
     caller's thread, as they are needed, so that a bad path fails in the caller, not
     in a worker thread.
 
@@ -440,9 +441,6 @@ def batch_counter(
 
             yield count_forked
         return
-    from joblib import Parallel, delayed
-    from joblib.externals.loky.process_executor import TerminatedWorkerError
-
     # Workers elsewhere get the batch alone: they count it over its own vocabulary,
     # hash its tokens for this process to score, or send them back.
     remote: Callable[[Sequence[bytes], TokenizerSettings, bool], BatchCounts] = count_batch
@@ -450,36 +448,43 @@ def batch_counter(
         remote = tokenize_batch
     elif scorer is not None:
         remote = score_batch
-    with _backend(backend, scheduler) as cluster_threads:
-        dask = backend == "dask"
-        if dask:
+    if backend == "dask":
+        with _dask_client(scheduler) as (client, threads):
             # Each batch carries the code it must be counted with: a worker that
             # joined after the check, or was restarted with other code, refuses it.
-            remote = partial(_counted_by_the_same_code, _code_identity(), remote)
-        n_jobs = cluster_threads if dask else jobs
-        timeout = DASK_BATCH_SECONDS if dask else None
-        with Parallel(n_jobs=n_jobs, return_as="generator", timeout=timeout) as parallel:
+            checked = partial(_counted_by_the_same_code, _code_identity(), remote)
+            at_once = min(2 * threads, DASK_MOST_BATCHES)
 
-            def count_group(
-                group: Sequence[Sequence[bytes]], digests: bool
-            ) -> Iterator[BatchCounts]:
-                counted = _deaths_reported(
-                    lambda: parallel(
-                        delayed(remote)(messages, settings, digests) for messages in group
-                    ),
-                    TerminatedWorkerError,
-                )
-                return _cluster_failures(counted, scheduler) if dask else counted
-
-            def count_there(
+            def count_on_cluster(
                 batches: Iterable[Sequence[bytes]], digests: bool
             ) -> Iterator[BatchCounts]:
-                # A group at a time, read here: joblib may draw its tasks from a
-                # thread of its own, and a bad path must fail in the caller's.
-                for group in batched(batches, window):
-                    yield from count_group(group, digests)
+                def submit(messages: Sequence[bytes]) -> _ClusterBatch:
+                    return _ClusterBatch(client, checked, messages, settings, digests)
 
-            yield count_there
+                return _cluster_failures(_in_flight(submit, batches, at_once), scheduler)
+
+            yield count_on_cluster
+        return
+    from joblib import Parallel, delayed
+    from joblib.externals.loky.process_executor import TerminatedWorkerError
+
+    with Parallel(n_jobs=jobs, return_as="generator") as parallel:
+
+        def count_group(group: Sequence[Sequence[bytes]], digests: bool) -> Iterator[BatchCounts]:
+            return _deaths_reported(
+                lambda: parallel(
+                    delayed(remote)(messages, settings, digests) for messages in group
+                ),
+                TerminatedWorkerError,
+            )
+
+        def count_there(batches: Iterable[Sequence[bytes]], digests: bool) -> Iterator[BatchCounts]:
+            # A group at a time, read here: joblib may draw its tasks from a thread
+            # of its own, and a bad path must fail in the caller's.
+            for group in batched(batches, window):
+                yield from count_group(group, digests)
+
+        yield count_there
 
 
 @contextmanager
@@ -700,14 +705,13 @@ def _worker_name() -> str:
 
 def _cluster_failures(items: Iterator[Item], scheduler: str | None) -> Iterator[Item]:
     """``items``, with any failure of the Dask cluster (its scheduler gone, a batch
-    cancelled, a worker's refusal) as DaskUnusable in one line: they came out of
-    joblib as tracebacks of distributed's own exceptions."""
-    import multiprocessing
+    cancelled, workers dying, a worker's refusal) as DaskUnusable in one line: they
+    come as tracebacks of distributed's own exceptions."""
     from concurrent.futures import CancelledError
 
     try:
         yield from items
-    except (DaskUnusable, TimeoutError, multiprocessing.TimeoutError):
+    except (DaskUnusable, TimeoutError):
         raise
     except Exception as exc:
         refusal = next(
@@ -718,6 +722,13 @@ def _cluster_failures(items: Iterator[Item], scheduler: str | None) -> Iterator[
             raise DaskUnusable(str(refusal)) from None
         if isinstance(exc, CancelledError):
             what = "it dropped a batch (its scheduler gone?)"
+        elif type(exc).__name__ == "KilledWorker" and len(exc.args) == 3:
+            # Its own words run to 400 characters, the worker's address in the middle.
+            last = getattr(exc.args[1], "address", exc.args[1])
+            what = (
+                f"{exc.args[2] + 1} workers in turn died counting one batch, the last "
+                f"{last} (out of memory? see its log)"
+            )
         elif isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLUSTER_CODE:
             what = " ".join(str(exc).split())[:300] or type(exc).__name__
         else:
@@ -753,10 +764,9 @@ class WorkerDied(RuntimeError):
 
 
 @contextmanager
-def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
-    if backend == "local":
-        yield 1
-        return
+def _dask_client(scheduler: str | None) -> Iterator[tuple[Any, int]]:
+    """A client of the Dask scheduler at ``scheduler`` whose workers run this spamnb,
+    and how many threads its workers have, with distributed's own logging quiet."""
     try:
         from dask.distributed import Client
     except ImportError:
@@ -764,8 +774,6 @@ def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
             "the dask backend needs dask.distributed: pip install 'dask[distributed]' "
             "(spamnb's dask extra)"
         ) from None
-    from joblib import parallel_config
-
     if not scheduler:
         raise ValueError("the dask backend needs the scheduler's address (--scheduler)")
     # Connecting and waiting for a worker are bounded each; this bounds a scheduler
@@ -792,20 +800,40 @@ def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)
     try:
-        threads = sum(client.nthreads().values())
-        if threads < 2:
-            # joblib's Dask backend counts a cluster of one thread as one job, and runs
-            # one job in this process: the cluster would quietly go unused.
-            raise DaskUnusable(
-                f"the Dask cluster at {scheduler} has one worker thread, which joblib "
-                "would leave unused; give it two or more"
-            )
-        with parallel_config(backend="dask"):
-            yield threads
+        yield client, sum(client.nthreads().values())
     finally:
         client.close()
         for logger, level in zip(loggers, levels, strict=True):
             logger.setLevel(level)
+
+
+class _ClusterBatch:
+    """A batch counted on a Dask cluster, as :func:`_in_flight` takes a pool's
+    future: ``result()`` waits at most :data:`DASK_BATCH_SECONDS`."""
+
+    def __init__(
+        self,
+        client: Any,
+        work: Callable[[Sequence[bytes], TokenizerSettings, bool], BatchCounts],
+        messages: Sequence[bytes],
+        settings: TokenizerSettings,
+        digests: bool,
+    ) -> None:
+        import warnings
+
+        # The mail goes inside the task, which the scheduler holds until it is done,
+        # so that a worker that dies with it leaves it to another: scattered to a
+        # worker first (as joblib did), it died with the worker, and the run with it.
+        # A batch of long messages is a large task, which distributed warns of.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
+            self._future = client.submit(work, messages, settings, digests, pure=False)
+
+    def result(self) -> BatchCounts:
+        return self._future.result(timeout=DASK_BATCH_SECONDS)
+
+    def cancel(self) -> None:
+        self._future.cancel()
 
 
 # How long a Dask scheduler may take to answer, to show workers, and a worker to
@@ -814,6 +842,11 @@ def _backend(backend: str, scheduler: str | None) -> Iterator[int]:
 # workers that cannot import spamnb, and on a cluster whose last worker died.
 DASK_ANSWER_SECONDS = 30
 DASK_BATCH_SECONDS = 600
+
+# Batches sent to a Dask cluster at once: two a worker thread, one counted and the
+# next waiting, so that no thread waits for this process to send it mail; at most
+# this many, since each is up to a few megabytes of mail held here until counted.
+DASK_MOST_BATCHES = 128
 
 
 class DaskMissing(RuntimeError):
@@ -960,11 +993,9 @@ def counted_in_order(
         jobs = default_jobs()
     # Two batches a local worker: one to tokenize, the next queued.  Every batch held
     # for mapping is more memory (training 100,000 messages with two workers peaked at
-    # 629 MB with four a worker, 614 with two); a cluster's workers are farther away.
-    if jobs == 1 and backend == "local":
-        window = 1
-    else:
-        window = (2 if backend == "local" else 4) * max(jobs, 2)
+    # 629 MB with four a worker, 614 with two).  A Dask cluster's threads are counted
+    # by batch_counter, once it has reached them.
+    window = 2 * jobs
     batches = iter(batches)
     first = list(islice(batches, 2))
     if backend == "local" and len(first) < 2:

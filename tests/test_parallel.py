@@ -1063,11 +1063,12 @@ def test_a_dask_cluster_that_cannot_count_for_this_spamnb_says_why(
         distributed.Client(cluster) as client,
     ):
         there = ["--backend", "dask", "--scheduler", cluster.scheduler_address]
-        # One thread in all: joblib would count in this process instead, unsaid.
+        # One thread in all: through joblib's Dask backend it was refused, since joblib
+        # would have counted in this process instead, unsaid.  Every batch goes there.
         with distributed.get_task_stream(client=client) as tasks:
             result = run(*args, "-m", tmp_path / "b.joblib", *there)
-        assert_one_line_error(result, "one worker thread")
-        assert not tasks.data
+        assert result.exit_code == 0, result.output
+        assert sum(task["key"].startswith("_counted_by_the_same_code") for task in tasks.data) == 12
     # Workers whose spamnb differs would count other tokens.  (A fresh cluster: one
     # scaled up under load once answered its first call with dask's own AssertionError.)
     with distributed.LocalCluster(n_workers=2, **options) as cluster:
@@ -1107,18 +1108,51 @@ def _batch_that_never_comes_back(*args, **kwargs):
     raise RuntimeError("too late")
 
 
-def _train_on_threads_of_a_dask_cluster(tmp_path, sample_maildir, monkeypatch, counter):
+def _train_on_threads_of_a_dask_cluster(
+    tmp_path, sample_maildir, monkeypatch, counter, threads=2, batch_size=5
+):
     """``train --backend dask`` on a cluster in this process, whose worker threads see
     this process's count_batch (sent by name): ``counter`` counts in its place."""
     distributed = pytest.importorskip("dask.distributed")
-    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", batch_size)
     monkeypatch.setattr(parallel, "count_batch", counter)
     args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
     args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
     with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
+        n_workers=1, threads_per_worker=threads, processes=False, dashboard_address=None
     ) as cluster:
         return run(*args, cluster.scheduler_address)
+
+
+_COUNTING = {"now": 0, "most": 0}
+_COUNTING_LOCK = threading.Lock()
+_REAL_COUNT = parallel.count_batch
+
+
+def _batch_counted_slowly(*args, **kwargs):
+    with _COUNTING_LOCK:
+        _COUNTING["now"] += 1
+        _COUNTING["most"] = max(_COUNTING["most"], _COUNTING["now"])
+    try:
+        time.sleep(0.5)
+        return _REAL_COUNT(*args, **kwargs)
+    finally:
+        with _COUNTING_LOCK:
+            _COUNTING["now"] -= 1
+
+
+def test_every_thread_of_a_dask_cluster_counts_at_once(
+    tmp_path, sample_maildir, monkeypatch, environment_restored
+):
+    # Through joblib's Dask backend, spamnb sent a cluster four batches for each of
+    # this machine's cores (eight here) and waited for all of them before sending more:
+    # sixteen threads counted eight batches at a time at most.
+    _COUNTING.update(now=0, most=0)
+    result = _train_on_threads_of_a_dask_cluster(
+        tmp_path, sample_maildir, monkeypatch, _batch_counted_slowly, threads=16, batch_size=2
+    )
+    assert result.exit_code == 0, result.output
+    assert _COUNTING["most"] == 16
 
 
 def test_a_dask_batch_that_never_comes_back_ends_the_run(
@@ -1130,7 +1164,7 @@ def test_a_dask_batch_that_never_comes_back_ends_the_run(
     result = _train_on_threads_of_a_dask_cluster(
         tmp_path, sample_maildir, monkeypatch, _batch_that_never_comes_back
     )
-    assert_one_line_error(result, "did not return its batch within 2 s")
+    assert_one_line_error(result, "did not return a batch within 2 s")
     assert time.monotonic() - started < 30
     assert not (tmp_path / "m.joblib").exists()
 
@@ -1149,6 +1183,68 @@ def test_a_dask_cluster_that_fails_mid_run_is_one_line(
         tmp_path, sample_maildir, monkeypatch, _batch_whose_cluster_fails
     )
     assert_one_line_error(result, "the Dask cluster at ", "failed: it dropped a batch")
+    assert not (tmp_path / "m.joblib").exists()
+
+
+def _batch_that_kills_its_worker(*args, **kwargs):
+    os._exit(1)
+
+
+def _batch_that_kills_the_first_worker(*args, **kwargs):
+    marker = Path(os.environ["SPAMNB_TEST_DEATH_MARKER"])
+    try:
+        marker.touch(exist_ok=False)
+    except FileExistsError:
+        return parallel.count_batch(*args, **kwargs)
+    os._exit(1)
+
+
+def test_a_dask_worker_that_dies_leaves_its_batch_to_another(
+    tmp_path, sample_maildir, monkeypatch, environment_restored
+):
+    # The batch must outlive its worker: scattered to a worker before its task (as
+    # joblib's Dask backend did), it died with it, and so did the run.
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    local = train_cli(tmp_path / "local.joblib", sample_maildir, "--jobs", "1")
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    monkeypatch.setenv("SPAMNB_TEST_DEATH_MARKER", str(tmp_path / "died"))
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        monkeypatch.setattr(parallel, "count_batch", _batch_that_kills_the_first_worker)
+        on_dask = train_cli(
+            tmp_path / "dask.joblib", sample_maildir, "--backend", "dask",
+            "--scheduler", cluster.scheduler_address,
+        )  # fmt: skip
+    assert (tmp_path / "died").exists()
+    assert on_dask["learned"] == local["learned"]
+    assert_same_model(load(tmp_path / "local.joblib"), load(tmp_path / "dask.joblib"))
+
+
+def test_a_batch_every_dask_worker_dies_on_ends_the_run_at_once(
+    tmp_path, sample_maildir, monkeypatch, environment_restored
+):
+    # Dask gives a dead worker's batch to another, and gives up after the fourth; the
+    # run then waited its whole ten minutes for that batch (review 33).
+    distributed = pytest.importorskip("dask.distributed")
+    monkeypatch.setattr("spamnb.parallel.DASK_BATCH_SECONDS", 30)
+    monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 5)
+    monkeypatch.setattr(parallel, "count_batch", _batch_that_kills_its_worker)
+    # The workers' processes import this module to find the function.
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
+    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
+    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        started = time.monotonic()
+        result = run(*args, cluster.scheduler_address)
+        took = time.monotonic() - started
+    assert_one_line_error(
+        result, "failed: 4 workers in turn died counting one batch, the last tcp://"
+    )
+    assert took < 20
     assert not (tmp_path / "m.joblib").exists()
 
 
