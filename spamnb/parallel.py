@@ -884,8 +884,49 @@ def _within(seconds: float, work: Callable[[], Any], late: str) -> Any:
     return outcome["value"]
 
 
+def _reachable(scheduler: str) -> None:
+    """Raises DaskUnusable at once for a scheduler's host that does not resolve or a
+    port nobody listens on: distributed tries such an address again and again, and a
+    mistyped port took its whole 30 s to be reported."""
+    import socket
+
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(scheduler)
+        if scheme not in ("tcp", "tls", "ws", "wss"):
+            return
+        host, port = parse_host_port(location)
+    except (ValueError, TypeError):
+        return  # said by distributed, in its own words
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
+        raise DaskUnusable(
+            f"cannot reach the Dask scheduler {scheduler}: no host {host} ({reason})"
+        ) from None
+    refusal = None
+    for family, kind, protocol, _, address in addresses:
+        try:
+            with socket.socket(family, kind, protocol) as probe:
+                probe.settimeout(DASK_ANSWER_SECONDS)
+                probe.connect(address)
+            return
+        except ConnectionRefusedError as exc:
+            refusal = exc
+        except OSError:
+            return  # unreachable or slow: distributed says so, within its time
+    if refusal is not None:
+        raise DaskUnusable(
+            f"cannot reach the Dask scheduler {scheduler}: nothing listens on port {port} "
+            f"of {host} (is the scheduler running, and is that its port?)"
+        )
+
+
 def _ready_client(client_class: Any, scheduler: str) -> Any:
     """A client of the scheduler at ``scheduler`` whose workers run this spamnb."""
+    _reachable(scheduler)
     try:
         client = client_class(scheduler, timeout=f"{DASK_ANSWER_SECONDS}s")
     except (OSError, ValueError, TypeError) as exc:

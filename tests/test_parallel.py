@@ -1046,6 +1046,29 @@ def test_a_dask_address_that_never_answers_fails_in_one_line(tmp_path, sample_ma
     assert not (tmp_path / "m.joblib").exists()
 
 
+def test_a_dask_address_with_nothing_there_fails_at_once(tmp_path, sample_maildir):
+    # A mistyped port or host took distributed's whole 30 s of trying again.
+    pytest.importorskip("dask.distributed")
+    import socket
+
+    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
+    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    started = time.monotonic()
+    assert_one_line_error(
+        run(*args, f"tcp://127.0.0.1:{port}"),
+        f"cannot reach the Dask scheduler tcp://127.0.0.1:{port}: nothing listens on port",
+    )
+    assert_one_line_error(
+        run(*args, "tcp://nosuchhost.invalid:8786"),
+        "cannot reach the Dask scheduler tcp://nosuchhost.invalid:8786: no host",
+    )
+    assert time.monotonic() - started < 10
+    assert not (tmp_path / "m.joblib").exists()
+
+
 def test_a_dask_cluster_that_cannot_count_for_this_spamnb_says_why(
     tmp_path, sample_maildir, monkeypatch, environment_restored
 ):
