@@ -461,9 +461,9 @@ def parallel_options(command: Callable) -> Callable:
         "-j",
         "--jobs",
         type=click.IntRange(min=1),
-        help="Processes that tokenize mail (and, to train, count it) in parallel "
-        "[default: every core on Linux, where workers are forked; elsewhere every core "
-        "but one].",
+        help="Processes that tokenize mail (and, to train, count it) in parallel; with "
+        "--backend dask, every thread of the cluster does instead [default: every core "
+        "on Linux, where workers are forked; elsewhere every core but one].",
     )(func)
 
 
