@@ -436,7 +436,8 @@ def batch_counter(
                     return pool.submit(run, messages, prepare=prepare)
 
                 return _deaths_reported(
-                    lambda: _in_flight(submit, batches, window), BrokenProcessPool
+                    lambda: _in_flight(submit, batches, lambda pending: len(pending) >= window),
+                    BrokenProcessPool,
                 )
 
             yield count_forked
@@ -449,19 +450,25 @@ def batch_counter(
     elif scorer is not None:
         remote = score_batch
     if backend == "dask":
-        with _dask_client(scheduler) as (client, threads):
+        with _dask_client(scheduler) as client:
             # Each batch carries the code it must be counted with: a worker that
             # joined after the check, or was restarted with other code, refuses it.
             checked = partial(_counted_by_the_same_code, _code_identity(), remote)
-            at_once = min(2 * threads, DASK_MOST_BATCHES)
+            threads = _ClusterThreads(client)
+
+            def full(pending: deque[_ClusterBatch]) -> bool:
+                return (
+                    len(pending) >= min(2 * threads(), DASK_MOST_BATCHES)
+                    or sum(batch.size for batch in pending) >= DASK_MOST_BYTES
+                )
 
             def count_on_cluster(
                 batches: Iterable[Sequence[bytes]], digests: bool
             ) -> Iterator[BatchCounts]:
                 def submit(messages: Sequence[bytes]) -> _ClusterBatch:
-                    return _ClusterBatch(client, checked, messages, settings, digests)
+                    return _ClusterBatch(client, scheduler, checked, messages, settings, digests)
 
-                return _cluster_failures(_in_flight(submit, batches, at_once), scheduler)
+                return _in_flight(submit, batches, full)
 
             yield count_on_cluster
         return
@@ -660,11 +667,11 @@ def in_background(work: Callable[[], Item], fork: bool = True) -> Iterator[Calla
 def _in_flight(
     submit: Callable[[Sequence[bytes]], Any],
     batches: Iterable[Sequence[bytes]],
-    window: int,
+    full: Callable[[deque[Any]], bool],
 ) -> Iterator[BatchCounts]:
     """Each batch handed to a pool by ``submit`` (which gives its future), the results
-    in order, with up to ``window`` batches handed out at once: a new one as soon as
-    the oldest is taken.
+    in order, with batches handed out until ``full`` says of those pending that they
+    are enough: then the oldest is taken first.
 
     The pool's own map hands out every batch at once (all the mail in memory), and
     handing out a group at a time left the workers idle while the last batches of
@@ -675,7 +682,7 @@ def _in_flight(
     try:
         for messages in batches:
             pending.append(submit(messages))
-            if len(pending) >= window:
+            while pending and full(pending):
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
@@ -703,14 +710,16 @@ def _worker_name() -> str:
         return "(unknown)"
 
 
-def _cluster_failures(items: Iterator[Item], scheduler: str | None) -> Iterator[Item]:
-    """``items``, with any failure of the Dask cluster (its scheduler gone, a batch
-    cancelled, workers dying, a worker's refusal) as DaskUnusable in one line: they
-    come as tracebacks of distributed's own exceptions."""
+@contextmanager
+def _cluster_failures(scheduler: str | None) -> Iterator[None]:
+    """Any failure of the Dask cluster inside (its scheduler gone, a batch cancelled,
+    workers dying, a worker's refusal) as DaskUnusable in one line: they come as
+    tracebacks of distributed's own exceptions.  Asking for a batch's result raises
+    the worker's exception, so spamnb's own faults there pass as they are."""
     from concurrent.futures import CancelledError
 
     try:
-        yield from items
+        yield
     except (DaskUnusable, TimeoutError):
         raise
     except Exception as exc:
@@ -720,15 +729,20 @@ def _cluster_failures(items: Iterator[Item], scheduler: str | None) -> Iterator[
         )
         if refusal is not None:  # a worker's, which says why in one line
             raise DaskUnusable(str(refusal)) from None
+        kind = type(exc).__name__
         if isinstance(exc, CancelledError):
             what = "it dropped a batch (its scheduler gone?)"
-        elif type(exc).__name__ == "KilledWorker" and len(exc.args) == 3:
+        elif kind == "KilledWorker" and len(exc.args) == 3:
             # Its own words run to 400 characters, the worker's address in the middle.
             last = getattr(exc.args[1], "address", exc.args[1])
+            deaths = exc.args[2] + 1
             what = (
-                f"{exc.args[2] + 1} workers in turn died counting one batch, the last "
-                f"{last} (out of memory? see its log)"
-            )
+                f"{deaths} workers died in turn while counting a batch, the last {last}"
+                if deaths > 1
+                else f"the worker {last} died while counting a batch"
+            ) + " (out of memory? see its log)"
+        elif kind in ("CommClosedError", "StreamClosedError"):
+            what = "the connection to its scheduler closed (the scheduler stopped?)"
         elif isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLUSTER_CODE:
             what = " ".join(str(exc).split())[:300] or type(exc).__name__
         else:
@@ -764,9 +778,9 @@ class WorkerDied(RuntimeError):
 
 
 @contextmanager
-def _dask_client(scheduler: str | None) -> Iterator[tuple[Any, int]]:
+def _dask_client(scheduler: str | None) -> Iterator[Any]:
     """A client of the Dask scheduler at ``scheduler`` whose workers run this spamnb,
-    and how many threads its workers have, with distributed's own logging quiet."""
+    with distributed's own logging quiet."""
     try:
         from dask.distributed import Client
     except ImportError:
@@ -776,6 +790,7 @@ def _dask_client(scheduler: str | None) -> Iterator[tuple[Any, int]]:
         ) from None
     if not scheduler:
         raise ValueError("the dask backend needs the scheduler's address (--scheduler)")
+    _reachable(scheduler)
     # Connecting and waiting for a worker are bounded each; this bounds a scheduler
     # that takes the connection and never answers, which neither bound covers.
     deadline = 2 * DASK_ANSWER_SECONDS + 5
@@ -800,7 +815,7 @@ def _dask_client(scheduler: str | None) -> Iterator[tuple[Any, int]]:
     for logger in loggers:
         logger.setLevel(logging.CRITICAL)
     try:
-        yield client, sum(client.nthreads().values())
+        yield client
     finally:
         client.close()
         for logger, level in zip(loggers, levels, strict=True):
@@ -809,11 +824,13 @@ def _dask_client(scheduler: str | None) -> Iterator[tuple[Any, int]]:
 
 class _ClusterBatch:
     """A batch counted on a Dask cluster, as :func:`_in_flight` takes a pool's
-    future: ``result()`` waits at most :data:`DASK_BATCH_SECONDS`."""
+    future: ``result()`` waits at most :data:`DASK_BATCH_SECONDS`; ``size`` is its
+    mail's bytes."""
 
     def __init__(
         self,
         client: Any,
+        scheduler: str | None,
         work: Callable[[Sequence[bytes], TokenizerSettings, bool], BatchCounts],
         messages: Sequence[bytes],
         settings: TokenizerSettings,
@@ -821,19 +838,54 @@ class _ClusterBatch:
     ) -> None:
         import warnings
 
+        self.size = sum(map(len, messages))
+        self._scheduler = scheduler
         # The mail goes inside the task, which the scheduler holds until it is done,
         # so that a worker that dies with it leaves it to another: scattered to a
         # worker first (as joblib did), it died with the worker, and the run with it.
         # A batch of long messages is a large task, which distributed warns of.
-        with warnings.catch_warnings():
+        with _cluster_failures(scheduler), warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Sending large graph", UserWarning)
             self._future = client.submit(work, messages, settings, digests, pure=False)
 
     def result(self) -> BatchCounts:
-        return self._future.result(timeout=DASK_BATCH_SECONDS)
+        import asyncio
+
+        with _cluster_failures(self._scheduler):
+            try:
+                return self._future.result(timeout=DASK_BATCH_SECONDS)
+            except asyncio.TimeoutError:
+                # distributed's, which is no TimeoutError before Python 3.11.
+                raise TimeoutError(f"no batch back within {DASK_BATCH_SECONDS} s") from None
 
     def cancel(self) -> None:
-        self._future.cancel()
+        # On the way out of a failure or an interrupt: a client already closed
+        # raises here, and would hide what ended the run.
+        with suppress(Exception):
+            self._future.cancel()
+
+
+class _ClusterThreads:
+    """How many threads a Dask cluster's workers have, asked again every few seconds:
+    workers that join during a run (a job script starting them with spamnb, an
+    adaptive cluster growing) get their batches too."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._threads = 1
+        self._asked = -float("inf")
+
+    def __call__(self) -> int:
+        import time
+
+        now = time.monotonic()
+        if now - self._asked >= 2:
+            self._asked = now
+            # A cluster failing here fails the next batch's result too, which says
+            # so in its words: until then the last count stands.
+            with suppress(Exception):
+                self._threads = max(sum(self._client.nthreads().values()), 1)
+        return self._threads
 
 
 # How long a Dask scheduler may take to answer, to show workers, and a worker to
@@ -842,11 +894,15 @@ class _ClusterBatch:
 # workers that cannot import spamnb, and on a cluster whose last worker died.
 DASK_ANSWER_SECONDS = 30
 DASK_BATCH_SECONDS = 600
+# How long a port may refuse connections before spamnb says nothing listens there.
+DASK_REFUSED_SECONDS = 5
 
 # Batches sent to a Dask cluster at once: two a worker thread, one counted and the
 # next waiting, so that no thread waits for this process to send it mail; at most
-# this many, since each is up to a few megabytes of mail held here until counted.
+# this many, and this much mail, since each is held here (and by the scheduler)
+# until counted: a batch of 500 messages is a few megabytes, of long ones a hundred.
 DASK_MOST_BATCHES = 128
+DASK_MOST_BYTES = 256 << 20
 
 
 class DaskMissing(RuntimeError):
@@ -885,10 +941,12 @@ def _within(seconds: float, work: Callable[[], Any], late: str) -> Any:
 
 
 def _reachable(scheduler: str) -> None:
-    """Raises DaskUnusable at once for a scheduler's host that does not resolve or a
-    port nobody listens on: distributed tries such an address again and again, and a
-    mistyped port took its whole 30 s to be reported."""
+    """Raises DaskUnusable for a scheduler's host that does not resolve, or a port
+    nobody listens on: distributed tries such an address again and again, and a
+    mistyped port took its whole 30 s to be reported.  Where a connection is neither
+    made nor refused (a firewall), distributed tries it as before, and says so."""
     import socket
+    import time
 
     from distributed.comm.addressing import parse_address, parse_host_port
 
@@ -899,34 +957,39 @@ def _reachable(scheduler: str) -> None:
         host, port = parse_host_port(location)
     except (ValueError, TypeError):
         return  # said by distributed, in its own words
+    if not host:
+        return
+    failed = f"cannot reach the Dask scheduler {scheduler}"
+    if not 0 < port < 65536:
+        raise DaskUnusable(f"{failed}: there is no port {port} (ports run from 1 to 65535)")
     try:
         addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as exc:
         reason = exc.strerror if isinstance(exc, socket.gaierror) else str(exc)
-        raise DaskUnusable(
-            f"cannot reach the Dask scheduler {scheduler}: no host {host} ({reason})"
-        ) from None
-    refusal = None
-    for family, kind, protocol, _, address in addresses:
-        try:
-            with socket.socket(family, kind, protocol) as probe:
-                probe.settimeout(DASK_ANSWER_SECONDS)
-                probe.connect(address)
-            return
-        except ConnectionRefusedError as exc:
-            refusal = exc
-        except OSError:
-            return  # unreachable or slow: distributed says so, within its time
-    if refusal is not None:
-        raise DaskUnusable(
-            f"cannot reach the Dask scheduler {scheduler}: nothing listens on port {port} "
-            f"of {host} (is the scheduler running, and is that its port?)"
-        )
+        raise DaskUnusable(f"{failed}: cannot resolve {host} ({reason})") from None
+    # A scheduler started with spamnb (a job script) refuses until it listens.
+    give_up = time.monotonic() + DASK_REFUSED_SECONDS
+    while True:
+        for family, kind, protocol, _, address in addresses[:4]:
+            try:
+                with socket.socket(family, kind, protocol) as probe:
+                    probe.settimeout(3)
+                    probe.connect(address)
+                return
+            except ConnectionRefusedError:
+                continue
+            except OSError:
+                return  # neither made nor refused: distributed's to try
+        if time.monotonic() >= give_up:
+            raise DaskUnusable(
+                f"{failed}: nothing listens on port {port} of {host} (is the scheduler "
+                "running, and is that its port?)"
+            )
+        time.sleep(0.5)
 
 
 def _ready_client(client_class: Any, scheduler: str) -> Any:
     """A client of the scheduler at ``scheduler`` whose workers run this spamnb."""
-    _reachable(scheduler)
     try:
         client = client_class(scheduler, timeout=f"{DASK_ANSWER_SECONDS}s")
     except (OSError, ValueError, TypeError) as exc:
