@@ -798,6 +798,7 @@ def _dask_client(scheduler: str | None) -> Iterator[Any]:
         deadline,
         lambda: _ready_client(Client, scheduler),
         f"no Dask scheduler at {scheduler} answered within {deadline} s",
+        lambda client: client.close(),
     )
     # distributed and tornado log the tracebacks of a lost scheduler themselves, before
     # spamnb says so in one line.
@@ -913,23 +914,36 @@ class DaskUnusable(RuntimeError):
     """The Dask cluster cannot count for this spamnb; str(exc) is one line."""
 
 
-def _within(seconds: float, work: Callable[[], Any], late: str) -> Any:
+def _within(
+    seconds: float, work: Callable[[], Item], late: str, discard: Callable[[Item], object]
+) -> Item:
     """``work()``'s result, run in a thread of its own and given up after ``seconds``
-    (the thread is left to end with the program); its exception as DaskUnusable."""
+    (the thread is left to end with the program, and to ``discard`` what it makes
+    after that); its exception as DaskUnusable."""
     import threading
 
     outcome: dict[str, Any] = {}
+    decided = threading.Lock()
 
     def run() -> None:
         try:
-            outcome["value"] = work()
+            value = work()
         except BaseException as exc:  # noqa: BLE001 - reported in the caller's thread
             outcome["error"] = exc
+            return
+        with decided:
+            given_up = "late" in outcome
+            outcome["value"] = value
+        if given_up:
+            discard(value)
 
     thread = threading.Thread(target=run, name="spamnb-dask-connect", daemon=True)
     thread.start()
     thread.join(seconds)
-    if thread.is_alive():
+    with decided:
+        if "value" not in outcome and "error" not in outcome:
+            outcome["late"] = True
+    if "late" in outcome:
         raise DaskUnusable(late)
     if "error" in outcome:
         error = outcome["error"]
@@ -949,17 +963,23 @@ def _reachable(scheduler: str) -> None:
     import time
 
     from distributed.comm.addressing import parse_address, parse_host_port
+    from distributed.comm.registry import get_backend
 
+    failed = f"cannot reach the Dask scheduler {scheduler}"
+    # Said here, in distributed's words, rather than by a client that fails to
+    # start: such a client is garbage that closes itself whenever the collector
+    # finds it, and found inside another client's start it hangs that one.
     try:
         scheme, location = parse_address(scheduler)
+        get_backend(scheme)
         if scheme not in ("tcp", "tls", "ws", "wss"):
             return
         host, port = parse_host_port(location)
-    except (ValueError, TypeError):
-        return  # said by distributed, in its own words
+    except (ValueError, TypeError) as exc:
+        text = " ".join(str(exc).split())[:300] or type(exc).__name__
+        raise DaskUnusable(f"{failed}: {text}") from None
     if not host:
         return
-    failed = f"cannot reach the Dask scheduler {scheduler}"
     if not 0 < port < 65536:
         raise DaskUnusable(f"{failed}: there is no port {port} (ports run from 1 to 65535)")
     try:

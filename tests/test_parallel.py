@@ -1025,7 +1025,24 @@ def test_started_takes_the_first_item_now_and_yields_them_all():
     assert list(parallel.started(iter([]))) == []
 
 
-def test_a_dask_address_that_never_answers_fails_in_one_line(tmp_path, sample_maildir, monkeypatch):
+@pytest.fixture
+def half_made_clients_collected():
+    """After the test, the clients that failed to start are collected here.  Such a
+    client closes itself when the garbage collector finds it, and distributed takes
+    a lock to close it that it also holds while starting a client: found by a
+    collection inside a later test's start, it hung the test suite."""
+    import gc
+
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "spamnb-dask-connect":
+            thread.join(60)
+    gc.collect()
+
+
+def test_a_dask_address_that_never_answers_fails_in_one_line(
+    tmp_path, sample_maildir, monkeypatch, half_made_clients_collected
+):
     # A dashboard's port, or any service that accepts and says nothing, held training
     # (and the model's lock) for ever.
     pytest.importorskip("dask.distributed")
@@ -1044,6 +1061,51 @@ def test_a_dask_address_that_never_answers_fails_in_one_line(tmp_path, sample_ma
     for wrong in ("nonsense", "bogus://x:1"):
         assert_one_line_error(run(*args, wrong), "Dask")
     assert not (tmp_path / "m.joblib").exists()
+
+
+def test_a_client_that_connects_after_spamnb_gave_up_is_closed():
+    # It was left open, connected to its scheduler, for as long as the process lived.
+    made, discarded = object(), []
+
+    def slow_work():
+        time.sleep(0.5)
+        return made
+
+    with pytest.raises(parallel.DaskUnusable, match=r"^too late$"):
+        parallel._within(0.1, slow_work, "too late", discarded.append)
+    deadline = time.monotonic() + 10
+    while not discarded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert discarded == [made]
+    # In time, it is the caller's.
+    assert parallel._within(5, lambda: made, "too late", discarded.append) is made
+    assert discarded == [made]
+
+
+def test_a_dask_address_distributed_cannot_read_makes_no_client():
+    # Made, it failed to start and was left as garbage (half_made_clients_collected).
+    distributed = pytest.importorskip("dask.distributed")
+    import gc
+
+    def half_made():
+        return [
+            client
+            for client in gc.get_objects()
+            if isinstance(client, distributed.Client)
+            and client.status not in ("closed", "newly-created")
+        ]
+
+    assert not half_made()
+    for wrong, said in [
+        ("nonsense", "missing port number"),
+        ("bogus://x:1", "unknown address scheme 'bogus'"),
+    ]:
+        with (
+            pytest.raises(parallel.DaskUnusable, match=f"^cannot reach .*{said}"),
+            parallel._dask_client(wrong),
+        ):
+            pass
+        assert not half_made()
 
 
 def test_a_dask_address_with_nothing_there_fails_at_once(tmp_path, sample_maildir, monkeypatch):
