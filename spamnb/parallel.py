@@ -874,18 +874,24 @@ class _ClusterThreads:
     def __init__(self, client: Any) -> None:
         self._client = client
         self._threads = 1
-        self._asked = -float("inf")
+        self._asked: float | None = -float("inf")
 
     def __call__(self) -> int:
         import time
 
         now = time.monotonic()
-        if now - self._asked >= 2:
+        if self._asked is not None and now - self._asked >= 2:
             self._asked = now
-            # A cluster failing here fails the next batch's result too, which says
-            # so in its words: until then the last count stands.
-            with suppress(Exception):
-                self._threads = max(sum(self._client.nthreads().values()), 1)
+            try:
+                # Bounded: a stuck scheduler (stopped, its loop blocked) never
+                # answers, and the batches' own time limit is not yet running.
+                threads = self._client.nthreads(callback_timeout=2)
+            except Exception:  # noqa: BLE001 - the batches' results say what failed
+                # Not asked again, so that a lost link costs no wait per batch: the
+                # last count stands.
+                self._asked = None
+            else:
+                self._threads = max(sum(threads.values()), 1)
         return self._threads
 
 
@@ -937,13 +943,22 @@ def _within(
         if given_up:
             discard(value)
 
+    def give_up() -> bool:
+        with decided:
+            if "value" not in outcome and "error" not in outcome:
+                outcome["late"] = True
+        return "late" in outcome
+
     thread = threading.Thread(target=run, name="spamnb-dask-connect", daemon=True)
     thread.start()
-    thread.join(seconds)
-    with decided:
-        if "value" not in outcome and "error" not in outcome:
-            outcome["late"] = True
-    if "late" in outcome:
+    try:
+        thread.join(seconds)
+    except BaseException:
+        # An interrupt: what the thread has made, or makes later, is nobody's.
+        if not give_up() and "value" in outcome:
+            discard(outcome["value"])
+        raise
+    if give_up():
         raise DaskUnusable(late)
     if "error" in outcome:
         error = outcome["error"]

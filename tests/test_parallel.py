@@ -1082,6 +1082,56 @@ def test_a_client_that_connects_after_spamnb_gave_up_is_closed():
     assert discarded == [made]
 
 
+def test_a_client_that_connects_after_an_interrupt_is_closed():
+    # Interrupted while it waited for the connection, spamnb left the client it then
+    # made open, and distributed's default (review 39).
+    made, discarded = object(), []
+
+    def slow_work():
+        time.sleep(0.5)
+        return made
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        with pytest.raises(KeyboardInterrupt):
+            parallel._within(5, slow_work, "too late", discarded.append)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    deadline = time.monotonic() + 10
+    while not discarded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert discarded == [made]
+
+
+class _StuckScheduler:
+    """A client whose scheduler never answers (stopped, its loop blocked)."""
+
+    def __init__(self):
+        self.asked = []
+
+    def nthreads(self, callback_timeout=None):
+        self.asked.append(callback_timeout)
+        if callback_timeout is None:
+            raise AssertionError("waited for ever")
+        raise TimeoutError(f"timed out after {callback_timeout} s.")
+
+
+def test_a_stuck_scheduler_is_asked_for_its_threads_once_and_briefly():
+    # Asked every 2 s with no bound, a scheduler stopped mid-run held the run for ever,
+    # past the batches' own limit, which was not yet running (review 39).
+    stuck = _StuckScheduler()
+    threads = parallel._ClusterThreads(stuck)
+    assert threads() == 1
+    time.sleep(2.1)
+    assert threads() == 1
+    assert stuck.asked == [2]
+
+
 def test_a_dask_address_distributed_cannot_read_makes_no_client():
     # Made, it failed to start and was left as garbage (half_made_clients_collected).
     distributed = pytest.importorskip("dask.distributed")
