@@ -1025,6 +1025,12 @@ def test_started_takes_the_first_item_now_and_yields_them_all():
     assert list(parallel.started(iter([]))) == []
 
 
+def _dask_train(tmp_path: Path, sample_maildir: Path) -> list:
+    """``train --new`` of the sample mail through Dask, the scheduler's address to add."""
+    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
+    return [*args, "--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+
+
 @pytest.fixture
 def half_made_clients_collected():
     """After the test, the clients that failed to start are collected here.  Such a
@@ -1049,8 +1055,7 @@ def test_a_dask_address_that_never_answers_fails_in_one_line(
     import socket
 
     monkeypatch.setattr("spamnb.parallel.DASK_ANSWER_SECONDS", 2)
-    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
-    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    args = _dask_train(tmp_path, sample_maildir)
     with socket.socket() as silent:
         silent.bind(("127.0.0.1", 0))
         silent.listen()
@@ -1164,8 +1169,7 @@ def test_a_dask_address_with_nothing_there_fails_at_once(tmp_path, sample_maildi
     import socket
 
     monkeypatch.setattr("spamnb.parallel.DASK_REFUSED_SECONDS", 1)
-    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
-    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    args = _dask_train(tmp_path, sample_maildir)
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
@@ -1273,8 +1277,7 @@ def _train_on_threads_of_a_dask_cluster(
     distributed = pytest.importorskip("dask.distributed")
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", batch_size)
     monkeypatch.setattr(parallel, "count_batch", counter)
-    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
-    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    args = _dask_train(tmp_path, sample_maildir)
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=threads, processes=False, dashboard_address=None
     ) as cluster:
@@ -1334,8 +1337,7 @@ def test_workers_that_join_a_dask_run_count_too(
     distributed = pytest.importorskip("dask.distributed")
     monkeypatch.setattr("spamnb.parallel.BATCH_SIZE", 2)
     monkeypatch.setattr(parallel, "count_batch", _batch_counted_slowly)
-    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
-    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    args = _dask_train(tmp_path, sample_maildir)
     with distributed.LocalCluster(
         n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None
     ) as cluster:
@@ -1441,8 +1443,7 @@ def test_a_batch_every_dask_worker_dies_on_ends_the_run_at_once(
     monkeypatch.setattr(parallel, "count_batch", _batch_that_kills_its_worker)
     # The workers' processes import this module to find the function.
     monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent))
-    args = ["train", "--new", "-m", tmp_path / "m.joblib", "--spam", sample_maildir / "spam"]
-    args += ["--ham", sample_maildir / "ham", "--backend", "dask", "--scheduler"]
+    args = _dask_train(tmp_path, sample_maildir)
     with distributed.LocalCluster(
         n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
     ) as cluster:
