@@ -874,24 +874,24 @@ class _ClusterThreads:
     def __init__(self, client: Any) -> None:
         self._client = client
         self._threads = 1
-        self._asked: float | None = -float("inf")
+        self._next = -float("inf")
 
     def __call__(self) -> int:
         import time
 
         now = time.monotonic()
-        if self._asked is not None and now - self._asked >= 2:
-            self._asked = now
+        if now >= self._next:
             try:
                 # Bounded: a stuck scheduler (stopped, its loop blocked) never
                 # answers, and the batches' own time limit is not yet running.
                 threads = self._client.nthreads(callback_timeout=2)
             except Exception:  # noqa: BLE001 - the batches' results say what failed
-                # Not asked again, so that a lost link costs no wait per batch: the
-                # last count stands.
-                self._asked = None
+                # The last count stands, asked again only after a while, so that a
+                # lost link costs no wait per batch and a passing fault not the run.
+                self._next = now + 30
             else:
                 self._threads = max(sum(threads.values()), 1)
+                self._next = now + 2
         return self._threads
 
 

@@ -1135,6 +1135,11 @@ def test_a_stuck_scheduler_is_asked_for_its_threads_once_and_briefly():
     time.sleep(2.1)
     assert threads() == 1
     assert stuck.asked == [2]
+    # Asked again after a while: a passing fault at the start would otherwise keep
+    # the whole run at one thread's two batches.
+    stuck.nthreads = lambda callback_timeout=None: {"w1": 4, "w2": 4}
+    threads._next -= 30
+    assert threads() == 8
 
 
 def test_a_dask_address_distributed_cannot_read_makes_no_client():
