@@ -744,10 +744,16 @@ def _cluster_failures(scheduler: str | None) -> Iterator[None]:
         elif kind in ("CommClosedError", "StreamClosedError"):
             what = "the connection to its scheduler closed (the scheduler stopped?)"
         elif isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in _CLUSTER_CODE:
-            what = " ".join(str(exc).split())[:300] or type(exc).__name__
+            what = _in_one_line(exc)
         else:
             raise  # spamnb's own fault, not the cluster's: a traceback, as locally
         raise DaskUnusable(f"the Dask cluster at {scheduler} failed: {what}") from None
+
+
+def _in_one_line(exc: BaseException) -> str:
+    """What ``exc`` says, in one line of at most 300 characters: distributed's
+    messages run over lines and to several hundred characters."""
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
 # The packages whose exceptions say the cluster failed, not the counting.
@@ -964,7 +970,7 @@ def _within(
         error = outcome["error"]
         if isinstance(error, DaskUnusable):
             raise error
-        text = " ".join(str(error).split())[:300] or type(error).__name__
+        text = _in_one_line(error)
         raise DaskUnusable(f"cannot use the Dask cluster: {text}")
     return outcome["value"]
 
@@ -991,7 +997,7 @@ def _reachable(scheduler: str) -> None:
             return
         host, port = parse_host_port(location)
     except (ValueError, TypeError) as exc:
-        text = " ".join(str(exc).split())[:300] or type(exc).__name__
+        text = _in_one_line(exc)
         raise DaskUnusable(f"{failed}: {text}") from None
     if not host:
         return
@@ -1028,7 +1034,7 @@ def _ready_client(client_class: Any, scheduler: str) -> Any:
     try:
         client = client_class(scheduler, timeout=f"{DASK_ANSWER_SECONDS}s")
     except (OSError, ValueError, TypeError) as exc:
-        text = " ".join(str(exc).split())[:300] or type(exc).__name__
+        text = _in_one_line(exc)
         raise DaskUnusable(f"cannot reach the Dask scheduler {scheduler}: {text}") from None
     try:
         try:
