@@ -496,6 +496,16 @@ def test_a_ctrl_c_python_drops_still_stops_training_before_the_save(
     assert model.read_bytes() == before
 
 
+@pytest.fixture
+def interrupts_raise():
+    """Ctrl-C raising KeyboardInterrupt, as in a terminal.  A test run started in the
+    background (``make test &``, cron, a script's job) inherits SIGINT ignored, and
+    Python then keeps it so: the interrupt tests below failed there."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def one_more_to_save(tmp_path, sample_maildir, monkeypatch, writer):
     """A model of the sample with one message more learnt, to be saved, its files
     written through ``writer(real_write, path, write, mode)``."""
@@ -509,7 +519,7 @@ def one_more_to_save(tmp_path, sample_maildir, monkeypatch, writer):
 
 
 def test_an_interrupt_during_the_save_waits_for_the_whole_pair(
-    tmp_path, sample_maildir, monkeypatch
+    tmp_path, sample_maildir, monkeypatch, interrupts_raise
 ):
     calls = []
 
@@ -531,7 +541,7 @@ def test_an_interrupt_during_the_save_waits_for_the_whole_pair(
 
 
 def test_a_save_that_fails_after_an_interrupt_reports_its_own_error(
-    tmp_path, sample_maildir, monkeypatch
+    tmp_path, sample_maildir, monkeypatch, interrupts_raise
 ):
     calls = []
 
