@@ -311,7 +311,9 @@ class FiniteRange(click.FloatRange):
 
 
 # The tokenizer's settings among them are fixed when a model is created.
-TOKENIZER_OPTIONS = ("word_pairs", "max_bytes", "max_tokens")
+TOKENIZER_OPTIONS = ("word_pairs", "cjk_pairs", "max_bytes", "max_tokens")
+# The tokenizer's settings that are on or off, in words.
+PAIR_SETTINGS = {"word_pairs": "word pairs", "cjk_pairs": "Chinese and Japanese pairs"}
 SCORING_OPTIONS = (
     "event_model",
     "alpha",
@@ -349,6 +351,13 @@ def scoring_options(command: Callable) -> Callable:
         type=click.IntRange(min=0),
         help="Tokenize only the first this many bytes of a larger message (0: all); fixed "
         "when a model is created [1,048,576].",
+    )(func)
+    func = click.option(
+        "--cjk-pairs/--no-cjk-pairs",
+        default=None,
+        help="Read Chinese and Japanese text, written without spaces, as overlapping "
+        "pairs of characters: for mail mostly in those languages; fixed when a model is "
+        "created [off].",
     )(func)
     func = click.option(
         "--word-pairs/--no-word-pairs",
@@ -821,8 +830,8 @@ def apply_scoring_options(spam_filter: SpamFilter, scoring: Mapping[str, Any]) -
         # The vocabulary was counted with the model's tokenizer: only a model that
         # has counted nothing yet can take another.
         if len(spam_filter.vocabulary):
-            if name == "word_pairs":
-                state = f"word pairs {'on' if current else 'off'}"
+            if name in PAIR_SETTINGS:
+                state = f"{PAIR_SETTINGS[name]} {'on' if current else 'off'}"
             else:
                 state = f"--{name.replace('_', '-')} {current}"
             raise fail(
@@ -1950,15 +1959,16 @@ def run_evaluation(
         tokenized: dict[Any, list[list[str]]] = {}
 
         def tokens_for(option_set: Any) -> list[list[str]]:
-            pairs = option_set.options.get("word_pairs")
-            if pairs not in tokenized:
-                tokenized[pairs] = tokenize_with_progress(
+            # Sets of the same tokenizer share one reading of the mail.
+            tokenizer = tuple(option_set.options.get(name) for name in PAIR_SETTINGS)
+            if tokenizer not in tokenized:
+                tokenized[tokenizer] = tokenize_with_progress(
                     new_filter(option_set.options)(),
                     items,
                     f"Reading ({option_set.name})",
                     workers,
                 )
-            return tokenized[pairs]
+            return tokenized[tokenizer]
 
         for option_set in option_sets:
             # Before the Comparing bar starts its thread: the workers may be forked.
@@ -2206,7 +2216,12 @@ def write_text_atomically(path: Path, text: str) -> None:
 
 
 # Words of a --compare set other than key=value pairs.
-PAIR_WORDS = {"pairs": True, "no-pairs": False}
+PAIR_WORDS = {
+    "pairs": ("word_pairs", True),
+    "no-pairs": ("word_pairs", False),
+    "cjk-pairs": ("cjk_pairs", True),
+    "no-cjk-pairs": ("cjk_pairs", False),
+}
 SET_KEYS = {
     "k": ("alpha", float),
     "alpha": ("alpha", float),
@@ -2236,12 +2251,12 @@ def parse_option_sets(text: str, scoring: Mapping[str, Any]) -> list[Any]:
                 if word in EVENT_MODELS:
                     name, given = "event_model", word
                 elif word in PAIR_WORDS:
-                    name, given = "word_pairs", PAIR_WORDS[word]
+                    name, given = PAIR_WORDS[word]
                 else:
                     raise fail(
                         f"--compare: unknown option {word!r}; use an event model "
-                        f"({', '.join(EVENT_MODELS)}), pairs, no-pairs or KEY=VALUE with "
-                        f"KEY one of {', '.join(SET_KEYS)}"
+                        f"({', '.join(EVENT_MODELS)}), {', '.join(PAIR_WORDS)} or "
+                        f"KEY=VALUE with KEY one of {', '.join(SET_KEYS)}"
                     )
                 if name in options:
                     # The last would win silently, and the set's name would promise both.

@@ -373,6 +373,7 @@ class SpamFilter:
             "max_features": model.max_features,
             "selection": model.selection,
             "word_pairs": bool(self.settings.word_pairs),
+            "cjk_pairs": bool(self.settings.cjk_pairs),
             "mistake_weight": self.mistakes.weight,
         }
 
@@ -392,6 +393,7 @@ class SpamFilter:
             # on a model of every token changes none of its scores.
             model.selection if model.max_features else None,
             bool(self.settings.word_pairs),
+            bool(self.settings.cjk_pairs),
             mistake_weight,
         )
 

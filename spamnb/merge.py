@@ -139,8 +139,9 @@ def _check_shapes(spam_filter: SpamFilter, position: int) -> None:
 
 
 def _setting(name: str, value: object) -> str:
-    """A tokenizer setting in words: word pairs are on or off (the model stores 1 or 0)."""
-    if name == "word_pairs":
+    """A tokenizer setting in words: word pairs and Chinese and Japanese pairs are on or
+    off (the model stores 1 or 0)."""
+    if name in ("word_pairs", "cjk_pairs"):
         return "on" if value else "off"
     return str(value)
 

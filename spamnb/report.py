@@ -240,6 +240,7 @@ def _tokenizer_text(info: dict[str, Any]) -> str:
     text += (
         f": words of {settings['min_word_length']} to {settings['max_word_length']} characters"
         + (", word pairs" if settings["word_pairs"] else "")
+        + (", Chinese and Japanese as pairs of characters" if settings.get("cjk_pairs") else "")
     )
     if settings["max_bytes"]:
         text += f", the first {settings['max_bytes']:,} bytes"

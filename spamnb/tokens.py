@@ -86,6 +86,10 @@ TOKENIZER_VERSION = 6
 #   version 1 have no pairs.
 # - max_tokens: a message's tokens stop after this many (0: no cap); see tokenize.
 # - max_bytes: only a message's first this many bytes are read (0: all); see tokenize.
+# - cjk_pairs: 1 reads each run of Chinese and Japanese text as its pairs of
+#   characters (see _UNSPACED_RUN_RE); off by default, since on the SpamAssassin
+#   corpus, whose Chinese and Japanese mail is a few dozen spam and two ham, it cost
+#   errors (docs/accuracy.md, "Chinese and Japanese text").
 # A named tuple rather than a dataclass: importing dataclasses costs the pipe filter's
 # start-up several milliseconds.
 _SettingsFields = namedtuple(
@@ -98,8 +102,9 @@ _SettingsFields = namedtuple(
         "word_pairs",
         "max_tokens",
         "max_bytes",
+        "cjk_pairs",
     ],
-    defaults=(TOKENIZER_VERSION, 2, 12, 100_000, 1, 50_000, 1 << 20),
+    defaults=(TOKENIZER_VERSION, 2, 12, 100_000, 1, 50_000, 1 << 20, 0),
 )
 
 # What a stored setting meant before it was stored: a version-1 model has no pairs,
@@ -256,10 +261,35 @@ _MAX_PUNCTUATION_RUN = 4
 _Split = tuple[list[str], list[str], str, bool]
 
 
-def _split_words(text: str) -> _Split:
-    """The whitespace-separated pieces of text; each with its edge punctuation
+# Chinese and Japanese put no spaces between words, so a whitespace-split "word" of
+# such text is a whole phrase or sentence: a token seen once, or past max_word_length
+# a skip: token of its first character and length, and the body of a Chinese mail
+# says next to nothing.  With cjk_pairs each run of two or more Han ideographs and
+# kana is read as its overlapping pairs of characters instead, the unit information
+# retrieval uses for these scripts without a dictionary (most Chinese words are two
+# characters); the pairs are words like any other, so word pairs join them too, and
+# punctuation ends a run.  Hangul is left to the spaces Korean writes; Thai, Lao,
+# Khmer and Burmese, also written without spaces, are letters rather than syllables
+# or morphemes, where pairs of characters would say little.
+_UNSPACED_RUN_RE = _pattern(
+    "[\u3005-\u3007\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff"
+    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+    "\U00020000-\U0003134f]{2,}"
+)
+
+
+def _character_pairs(run: re.Match[str]) -> str:
+    chars = run.group()
+    return " " + " ".join([chars[i : i + 2] for i in range(len(chars) - 1)]) + " "
+
+
+def _split_words(text: str, character_pairs: int = 0) -> _Split:
+    """The whitespace-separated pieces of text (with ``character_pairs``, runs of Han
+    and kana read as their pairs of characters); each with its edge punctuation
     stripped; those stripped words case folded, joined by single spaces; and whether
     every character folded to exactly one."""
+    if character_pairs and not text.isascii():
+        text = _UNSPACED_RUN_RE.sub(_character_pairs, text)
     raws = text.split()
     edges = _WORD_EDGE_PUNCTUATION if text.isascii() else _WIDE_EDGE_PUNCTUATION
     words = [raw.strip(edges) for raw in raws]
@@ -282,9 +312,9 @@ def _words(
 
     Splitting on whitespace keeps in-word punctuation ("v1agra", "$99.95", "e-mail"),
     which SpamBayes found more telling than splitting on every non-letter.
-    ``split`` is ``_split_words(text)`` if the caller has it.
+    ``split`` is ``_split_words(text, settings.cjk_pairs)`` if the caller has it.
     """
-    raws, words, folded, same_lengths = split or _split_words(text)
+    raws, words, folded, same_lengths = split or _split_words(text, settings.cjk_pairs)
     if not raws:
         return []
     if same_lengths and settings.word_pairs:
@@ -435,7 +465,7 @@ def _text_patterns(text: str, split: _Split | None = None) -> list[str]:
 
 def _text_tokens(text: str, settings: TokenizerSettings) -> list[str]:
     """The words of a text, then its patterns."""
-    split = _split_words(text)
+    split = _split_words(text, settings.cjk_pairs)
     return _words(text, settings, split=split) + _text_patterns(text, split)
 
 
@@ -1759,7 +1789,7 @@ def _body_tokens(msg: email.message.Message, settings: TokenizerSettings) -> lis
             cut = len(text) > budget
             text = _without_invisible(text[:budget])
         budget -= len(text)
-        split = _split_words(text)
+        split = _split_words(text, settings.cjk_pairs)
         if subtype != "html":
             # Links written out in an HTML part's visible text too (a phishing link
             # shows one host and opens another): tried, not kept (version 6).  Five-fold

@@ -278,6 +278,24 @@ def test_compare_runs_the_same_folds_and_tests_the_difference(sample_maildir):
         assert low <= row["accuracy"] <= high
 
 
+def test_compare_reads_the_mail_once_per_tokenizer(sample_maildir, monkeypatch):
+    from spamnb import cli
+
+    readings = []
+    real = cli.tokenize_with_progress
+
+    def recorded(spam_filter, *args, **kwargs):
+        readings.append((spam_filter.settings.word_pairs, spam_filter.settings.cjk_pairs))
+        return real(spam_filter, *args, **kwargs)
+
+    monkeypatch.setattr(cli, "tokenize_with_progress", recorded)
+    sets = "boolean,multinomial,boolean cjk-pairs,boolean no-pairs"
+    report = run_json(*sample_args(sample_maildir), "--folds", "3", "--compare", sets)
+    assert len(report["compare"]["sets"]) == 4
+    # The two sets of the default tokenizer share a reading; the others have their own.
+    assert sorted(readings) == [(0, 0), (1, 0), (1, 1)]
+
+
 def test_compare_without_a_protocol_uses_five_folds(sample_maildir):
     report = run_json(*sample_args(sample_maildir), "--compare", "boolean,bernoulli")
     assert report["protocol"]["mode"] == "folds"
@@ -297,6 +315,8 @@ def test_compare_errors(sample_maildir):
         # A key given twice in a set kept the last without a word.
         ("k=1 k=2,boolean", "gives 'k' twice"),
         ("boolean multinomial,k=1", "gives the event model twice"),
+        ("cjk-pairs no-cjk-pairs,boolean", "gives the cjk pairs twice"),
+        ("boolean cjk-pairs,cjk-pairs", "are the same settings"),
     ):
         result = run(*sample_args(sample_maildir), "--compare", text)
         assert_one_line_error(result, fragment)

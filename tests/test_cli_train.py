@@ -652,6 +652,29 @@ def test_word_pairs_are_chosen_when_a_model_is_created(tmp_path, sample_maildir)
     assert report["protocol"]["word_pairs"] is False
 
 
+def test_chinese_and_japanese_pairs_are_chosen_when_a_model_is_created(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    mail = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    run("train", "-m", model, *mail)
+    assert load(model).settings.cjk_pairs == 0
+    # The sample's Japanese Subject "京都の写真" is one word by default.
+    assert "subject:京都の写真" in load(model).vocabulary.tokens
+    assert_one_line_error(run("train", "-m", model, "--cjk-pairs", *mail), "train --new")
+    assert_one_line_error(
+        run("classify", "-m", model, "--cjk-pairs", sample_maildir / "spam"),
+        "Chinese and Japanese pairs off",
+    )
+    run("train", "-m", model, "--new", "--cjk-pairs", *mail)
+    paired = load(model)
+    assert paired.settings.cjk_pairs == 1
+    assert {"subject:京都", "subject:の写", "subject:写真"} <= set(paired.vocabulary.tokens)
+    described = " ".join(run("info", "-m", model).output.split())  # the table wraps
+    assert "Chinese and Japanese as pairs of characters" in described
+    assert run_json("info", "-m", model)["tokenizer"]["cjk_pairs"] == 1
+    report = run_json("evaluate", "--cjk-pairs", *mail, "--test-size", "0.3")
+    assert report["protocol"]["cjk_pairs"] is True
+
+
 def test_every_json_key_of_train_merge_and_info_is_documented(tmp_path, sample_maildir):
     from pathlib import Path
 

@@ -326,6 +326,14 @@ def test_different_word_pairs_setting_is_refused(sample):
         merge_filters([pairs, copy.deepcopy(pairs), no_pairs])
 
 
+def test_different_cjk_pairs_setting_is_refused(sample):
+    _, token_lists, labels, _ = sample
+    plain = trained_on(token_lists[:30], labels[:30])
+    cjk = trained_on(token_lists[30:], labels[30:], settings=TokenizerSettings(cjk_pairs=1))
+    with pytest.raises(IncompatibleModels, match=r"^model 2 .*tokenizer.*cjk_pairs on against off"):
+        merge_filters([plain, cjk])
+
+
 def test_different_tokenizer_version_is_refused(sample):
     _, token_lists, labels, _ = sample
     current = trained_on(token_lists[:30], labels[:30])

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spamnb import tokens as tokens_module
-from spamnb.tokens import TokenizerSettings, tokenize
+from spamnb.tokens import DEFAULT_SETTINGS, TokenizerSettings, tokenize
 
 
 def message(headers: str, body: bytes | str, newline: str = "\n") -> bytes:
@@ -1132,3 +1132,56 @@ def test_version_6_reads_text_as_mail_programs_do(case):
     tokens = set(tokenize(data))
     assert present <= tokens
     assert not absent & tokens
+
+
+# cjk_pairs: Chinese and Japanese text, written without spaces, read as pairs of
+# characters; by default such a sentence is one word, or a skip: token.
+CJK_PAIRS = DEFAULT_SETTINGS._replace(cjk_pairs=1)
+
+
+def test_han_and_kana_runs_are_read_as_overlapping_pairs_of_characters():
+    body = "我们公司提供发票\uff0c价格优惠。日本語のテキスト 好。 iPhone用 "
+    body += "한국어 텍스트입니다 café\n"
+    # The Subject is "免费发票 优惠".
+    subject = "Subject: =?utf-8?b?5YWN6LS55Y+R56WoIOS8mOaDoA==?="
+    data = message(subject + "\nContent-Type: text/plain; charset=utf-8", body)
+    tokens = tokenize(data, CJK_PAIRS)
+    found = set(tokens)
+    # Each run, and the runs of kana and Han mixed, by its pairs; pairs join them.
+    assert {"我们", "们公", "公司", "提供", "发票", "价格", "格优", "优惠"} <= found
+    assert {"日本", "本語", "語の", "のテ", "テキ", "スト"} <= found
+    assert {"我们 们公", "日本 本語"} <= found
+    # Punctuation ends a run: no pair spans the full-width comma, punctuation of its own.
+    assert "票价" not in found and "punct:\uff0c" in found
+    # A lone character is a one-letter word, dropped; one inside a Latin word stays.
+    assert "好" not in found and "iphone用" in found
+    # The Subject is read the same way.
+    assert {"subject:免费", "subject:费发", "subject:发票", "subject:优惠"} <= found
+    # Korean writes spaces, and the rest is as before.
+    assert {"한국어", "텍스트입니다", "café"} <= found
+    assert not any(t.startswith("skip:") for t in tokens)
+    # By default the text is read as before: a sentence is a word or a skip: token.
+    plain = set(tokenize(data))
+    assert "subject:免费发票" in plain and "发票" not in plain
+    assert any(t.startswith("skip:我") for t in plain)
+
+
+def test_a_long_chinese_text_says_more_than_skip_tokens():
+    sentence = "我们公司长期提供各种正规发票欢迎来电咨询详情请联系王经理"
+    data = message("Content-Type: text/plain; charset=gb2312", sentence.encode("gb2312") + b"\n")
+    paired = tokenize(data, CJK_PAIRS)
+    assert {sentence[i : i + 2] for i in range(len(sentence) - 1)} <= set(paired)
+    assert not any(t.startswith("skip:") for t in paired)
+    assert [t for t in tokenize(data) if "我" in t] == ["skip:我 20"]
+
+
+def test_ideographs_beyond_the_basic_plane_and_halfwidth_katakana_pair_too():
+    body = "\U00020000\U00020001\U00020002 ｶﾀｶﾅ\n"
+    found = set(tokenize(message("Content-Type: text/plain; charset=utf-8", body), CJK_PAIRS))
+    assert {"\U00020000\U00020001", "\U00020001\U00020002", "ｶﾀ", "ﾀｶ", "ｶﾅ"} <= found
+
+
+def test_models_stored_before_cjk_pairs_read_without_them():
+    stored = DEFAULT_SETTINGS.to_dict()
+    del stored["cjk_pairs"]
+    assert TokenizerSettings.from_dict(stored) == DEFAULT_SETTINGS
