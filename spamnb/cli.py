@@ -1959,16 +1959,14 @@ def run_evaluation(
         tokenized: dict[Any, list[list[str]]] = {}
 
         def tokens_for(option_set: Any) -> list[list[str]]:
-            # Sets of the same tokenizer share one reading of the mail.
-            tokenizer = tuple(option_set.options.get(name) for name in PAIR_SETTINGS)
-            if tokenizer not in tokenized:
-                tokenized[tokenizer] = tokenize_with_progress(
-                    new_filter(option_set.options)(),
-                    items,
-                    f"Reading ({option_set.name})",
-                    workers,
+            # Sets of the same tokenizer share one reading of the mail: by the settings
+            # each set makes, with the options outside --compare and the defaults.
+            made = new_filter(option_set.options)()
+            if made.settings not in tokenized:
+                tokenized[made.settings] = tokenize_with_progress(
+                    made, items, f"Reading ({option_set.name})", workers
                 )
-            return tokenized[tokenizer]
+            return tokenized[made.settings]
 
         for option_set in option_sets:
             # Before the Comparing bar starts its thread: the workers may be forked.
@@ -2235,7 +2233,8 @@ SET_KEYS = {
 def parse_option_sets(text: str, scoring: Mapping[str, Any]) -> list[Any]:
     """`--compare` sets: comma-separated; each is words such as `boolean`, `k=0.1`,
     `min-count=2`, `max-features=50000`, `select=df`, `mistakes=0`, `pairs` or
-    `no-pairs`, over the options ``scoring`` given outside them."""
+    `no-pairs`, `cjk-pairs` or `no-cjk-pairs`, over the options ``scoring`` given
+    outside them."""
     from .evaluation import OptionSet
     from .filter import SpamFilter
 
@@ -2260,7 +2259,7 @@ def parse_option_sets(text: str, scoring: Mapping[str, Any]) -> list[Any]:
                     )
                 if name in options:
                     # The last would win silently, and the set's name would promise both.
-                    what = name.replace("_", " ")
+                    what = PAIR_SETTINGS.get(name, name.replace("_", " "))
                     raise fail(f"--compare: {part.strip()!r} gives the {what} twice")
                 options[name] = given
                 continue

@@ -549,7 +549,8 @@ def score_warnings(report: Mapping[str, Any], *, rescored: bool = False) -> list
 
 @dataclass(frozen=True)
 class OptionSet:
-    """One side of ``--compare``: scoring options and the tokenizer's word pairs."""
+    """One side of ``--compare``: scoring options and the tokenizer's pairs (word pairs,
+    Chinese and Japanese pairs)."""
 
     name: str
     scoring: tuple[tuple[str, Any], ...]

@@ -63,6 +63,11 @@ __all__ = [
 # marshal header instead of JSON; an older table is not read, and the next save
 # replaces it.
 MAGIC = b"SPAMNB-TABLE\x04\n"
+# A table whose tokenizer has a setting version 4's readers do not know (cjk_pairs) is
+# marked version 5: an older spamnb's pipe, which would tokenize without the setting,
+# takes it for another version and reads the model, which it refuses (store.py).
+MAGIC_5 = b"SPAMNB-TABLE\x05\n"
+_MAGICS = (MAGIC, MAGIC_5)
 _PREFIX_SIZE = len(MAGIC) + 8 + 8
 # Entries per checked block: 1.5 kB of hashes and weights for a two-class model.
 BLOCK = 64
@@ -289,7 +294,8 @@ def table_prefix(header: dict[str, Any], arrays: tuple[Any, ...]) -> bytes:
     text = marshal.dumps(header, 4)
     text += b" " * (-(_PREFIX_SIZE + len(text)) % 8)  # keep the arrays 8-byte aligned
     crc = binascii.crc32(text)
-    return MAGIC + len(text).to_bytes(8, "little") + crc.to_bytes(8, "little") + text
+    magic = MAGIC_5 if header.get("tokenizer", {}).get("cjk_pairs") else MAGIC
+    return magic + len(text).to_bytes(8, "little") + crc.to_bytes(8, "little") + text
 
 
 def _blocks(entries: int) -> int:
@@ -348,7 +354,7 @@ class ScoringTable:
         source = _BytesSource(data) if isinstance(data, bytes | bytearray) else data
         self._source = source
         prefix = source.read(0, _PREFIX_SIZE) if len(source) >= _PREFIX_SIZE else b""
-        if prefix[: len(MAGIC)] != MAGIC or sys.byteorder != "little":
+        if prefix[: len(MAGIC)] not in _MAGICS or sys.byteorder != "little":
             raise ValueError("not a scoring table for this machine")
         length = int.from_bytes(prefix[len(MAGIC) : len(MAGIC) + 8], "little")
         crc = int.from_bytes(prefix[len(MAGIC) + 8 :], "little")
@@ -609,7 +615,7 @@ def open_table(
     # table (15 MB with word pairs on the SpamAssassin corpus) would cost the pipe
     # filter more than the lookups.  From here the source owns the descriptor.
     source = _FileSource(descriptor, status.st_size)
-    if magic != MAGIC:
+    if magic not in _MAGICS:
         source.close()
         same_kind = magic[:-2] == MAGIC[:-2] and magic[-1:] == MAGIC[-1:]
         return None, "other_version" if same_kind else "damaged"

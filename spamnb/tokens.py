@@ -267,19 +267,30 @@ _Split = tuple[list[str], list[str], str, bool]
 # says next to nothing.  With cjk_pairs each run of two or more Han ideographs and
 # kana is read as its overlapping pairs of characters instead, the unit information
 # retrieval uses for these scripts without a dictionary (most Chinese words are two
-# characters); the pairs are words like any other, so word pairs join them too, and
-# punctuation ends a run.  Hangul is left to the spaces Korean writes; Thai, Lao,
-# Khmer and Burmese, also written without spaces, are letters rather than syllables
-# or morphemes, where pairs of characters would say little.
+# characters); the pairs are words like any other, so word pairs join them too.
+# Punctuation ends a run and stands free beside it, a punct: token as free-standing
+# punctuation is.  The pairs, two letters long, count toward neither side of
+# capsratio: (Han and kana have no case).  Hangul is left to the spaces Korean writes;
+# Thai, Lao, Khmer and Burmese, also written without spaces, are letters rather than
+# syllables or morphemes, where pairs of characters would say little.  Variation
+# selectors (an ideograph's glyph variant) belong to the run and are dropped from it,
+# and kana written with combining voiced sound marks (decomposed, NFD) are composed, so
+# that a text gives the same pairs however its program normalised it.
 _UNSPACED_RUN_RE = _pattern(
-    "[\u3005-\u3007\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fc-\u30ff"
-    "\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
-    "\U00020000-\U0003134f]{2,}"
+    "[\u3005-\u3007\u3031-\u3035\u303b\u3041-\u3096\u3099-\u309f\u30a1-\u30fa"
+    "\u30fc-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+    "\ufe00-\ufe0f\uff66-\uff9f\U0001b000-\U0001b16f\U00020000-\U000323af"
+    "\U000e0100-\U000e01ef]{2,}"
 )
+_VARIATION_SELECTORS_RE = _pattern("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 
 
 def _character_pairs(run: re.Match[str]) -> str:
-    chars = run.group()
+    chars = _VARIATION_SELECTORS_RE.sub("", run.group())
+    if "\u3099" in chars or "\u309a" in chars:
+        import unicodedata  # here: the pipe filter's start-up does without it
+
+        chars = unicodedata.normalize("NFC", chars)
     return " " + " ".join([chars[i : i + 2] for i in range(len(chars) - 1)]) + " "
 
 

@@ -289,11 +289,17 @@ def test_compare_reads_the_mail_once_per_tokenizer(sample_maildir, monkeypatch):
         return real(spam_filter, *args, **kwargs)
 
     monkeypatch.setattr(cli, "tokenize_with_progress", recorded)
-    sets = "boolean,multinomial,boolean cjk-pairs,boolean no-pairs"
+    sets = "boolean,multinomial pairs,boolean cjk-pairs,boolean no-pairs"
     report = run_json(*sample_args(sample_maildir), "--folds", "3", "--compare", sets)
     assert len(report["compare"]["sets"]) == 4
-    # The two sets of the default tokenizer share a reading; the others have their own.
+    # The two sets of the default tokenizer share a reading (word pairs are on by
+    # default); the others have their own.
     assert sorted(readings) == [(0, 0), (1, 0), (1, 1)]
+    # Settings given outside --compare are the sets' too.
+    readings.clear()
+    sets = "boolean,multinomial cjk-pairs,bernoulli no-cjk-pairs"
+    run_json(*sample_args(sample_maildir), "--cjk-pairs", "--folds", "3", "--compare", sets)
+    assert sorted(readings) == [(1, 0), (1, 1)]
 
 
 def test_compare_without_a_protocol_uses_five_folds(sample_maildir):
@@ -315,7 +321,7 @@ def test_compare_errors(sample_maildir):
         # A key given twice in a set kept the last without a word.
         ("k=1 k=2,boolean", "gives 'k' twice"),
         ("boolean multinomial,k=1", "gives the event model twice"),
-        ("cjk-pairs no-cjk-pairs,boolean", "gives the cjk pairs twice"),
+        ("cjk-pairs no-cjk-pairs,boolean", "gives the Chinese and Japanese pairs twice"),
         ("boolean cjk-pairs,cjk-pairs", "are the same settings"),
     ):
         result = run(*sample_args(sample_maildir), "--compare", text)

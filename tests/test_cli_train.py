@@ -675,6 +675,33 @@ def test_chinese_and_japanese_pairs_are_chosen_when_a_model_is_created(tmp_path,
     assert report["protocol"]["cjk_pairs"] is True
 
 
+def test_an_older_spamnb_refuses_a_model_of_chinese_and_japanese_pairs(
+    tmp_path, sample_maildir, monkeypatch
+):
+    from spamnb import store, table
+    from spamnb.paths import table_path
+    from spamnb.store import ModelFileError
+
+    # An older spamnb drops settings it does not know: it would tokenize the model
+    # without its pairs and save it so.  The model and its table say they are newer.
+    plain, paired = tmp_path / "plain.joblib", tmp_path / "paired.joblib"
+    mail = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    run("train", "-m", plain, *mail)
+    run("train", "-m", paired, "--cjk-pairs", *mail)
+    assert run_json("info", "-m", plain)["format_version"] == 5
+    assert run_json("info", "-m", paired)["format_version"] == 6
+    assert Path(table_path(plain)).read_bytes().startswith(table.MAGIC)
+    assert Path(table_path(paired)).read_bytes().startswith(table.MAGIC_5)
+    # As the spamnb before the setting read them: the plain pair still opens.
+    monkeypatch.setattr(store, "FORMAT_VERSION", 5)
+    monkeypatch.setattr(table, "_MAGICS", (table.MAGIC,))
+    assert load(plain).settings.cjk_pairs == 0
+    assert table.open_table(plain, table_path(plain), trust=True)[1] == "current"
+    with pytest.raises(ModelFileError, match="newer than this spamnb"):
+        load(paired)
+    assert table.open_table(paired, table_path(paired), trust=True)[1] == "other_version"
+
+
 def test_every_json_key_of_train_merge_and_info_is_documented(tmp_path, sample_maildir):
     from pathlib import Path
 

@@ -133,6 +133,7 @@ TOKENIZER_SETTINGS = st.sampled_from(
     [
         DEFAULT_SETTINGS,
         TokenizerSettings(word_pairs=0),
+        TokenizerSettings(cjk_pairs=1),
         TokenizerSettings(min_word_length=1, max_word_length=4, max_text_chars=50),
     ]
 )

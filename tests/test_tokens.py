@@ -1185,3 +1185,19 @@ def test_models_stored_before_cjk_pairs_read_without_them():
     stored = DEFAULT_SETTINGS.to_dict()
     del stored["cjk_pairs"]
     assert TokenizerSettings.from_dict(stored) == DEFAULT_SETTINGS
+
+
+def test_character_pairs_do_not_depend_on_normalisation_or_glyph_variants():
+    import unicodedata
+
+    def words(text: str) -> list[str]:
+        data = message("Content-Type: text/plain; charset=utf-8", text + "\n")
+        return [t for t in tokenize(data, CJK_PAIRS) if ":" not in t]
+
+    # Kana with combining voiced sound marks (NFD) give the pairs of the composed text.
+    assert words(unicodedata.normalize("NFD", "がっこうで勉強")) == words("がっこうで勉強")
+    # An ideographic variation selector is dropped, not read as a character of a pair.
+    assert words("葛\U000e0100飾区に住む") == words("葛飾区に住む")
+    # Iteration and repeat marks continue a run; Extension H ideographs pair too.
+    assert {"時〻", "〻刻"} <= set(words("時〻刻"))
+    assert "\U00031350\U00031351" in words("\U00031350\U00031351\U00031352")

@@ -194,6 +194,21 @@ def test_worst_case_tokenizes_in_bounded_time_and_memory(case, settings):
     assert peak_bytes(lambda: tokenize(data, settings)) < memory_factor * len(data) + MB // 2
 
 
+@pytest.mark.parametrize("whole", [False, True], ids=["default", "whole"])
+def test_a_megabyte_of_han_read_as_pairs_is_bounded(whole):
+    # 0.06 s and 32 times the input at its peak (33 MB): the 100,000 characters read
+    # give 200,000 pairs and pairs of pairs before the cap keeps 50,000, where English
+    # text's worst is 7 MB.  Bounded by the text budget, and only with --cjk-pairs.
+    settings = TokenizerSettings(cjk_pairs=1, max_bytes=0 if whole else MB)
+    rng = random.Random(0)
+    text = "".join(chr(rng.randrange(0x4E00, 0xA000)) for _ in range(MB // 3))
+    data = b"Content-Type: text/plain; charset=utf-8\n\n" + text.encode() + b"\n"
+    results = []
+    assert cpu_seconds(lambda: results.append(tokenize(data, settings))) < 1
+    assert len(results[0]) == settings.max_tokens
+    assert peak_bytes(lambda: tokenize(data, settings)) < 40 * len(data)
+
+
 def test_empty_input_gets_tokens():
     assert tokenize(b"") == ["header-count:0"]
 
