@@ -325,6 +325,47 @@ SCORING_OPTIONS = (
 SCORING_OPTIONS += TOKENIZER_OPTIONS
 
 
+def with_tokenizer_options(command: Callable) -> Callable:
+    """The tokenizer's options, each passed to the command by its own name."""
+    command = click.option(
+        "--max-tokens",
+        type=click.IntRange(min=0),
+        help="Keep at most this many tokens of a message (0: all); fixed when a model is "
+        "created [50,000].",
+    )(command)
+    command = click.option(
+        "--max-bytes",
+        type=click.IntRange(min=0),
+        help="Tokenize only the first this many bytes of a larger message (0: all); fixed "
+        "when a model is created [1,048,576].",
+    )(command)
+    command = click.option(
+        "--cjk-pairs/--no-cjk-pairs",
+        default=None,
+        help="Read Chinese and Japanese text, written without spaces, as overlapping "
+        "pairs of characters: for mail mostly in those languages; fixed when a model is "
+        "created [off].",
+    )(command)
+    command = click.option(
+        "--word-pairs/--no-word-pairs",
+        default=None,
+        help="Tokenize pairs of adjacent words too; fixed when a model is created [on].",
+    )(command)
+    return command
+
+
+def tokenizer_options_bundle(command: Callable) -> Callable:
+    """The tokenizer's options alone, passed to the command as one ``tokenizer`` dict
+    (for tune, which makes no model but must read mail as the model will)."""
+
+    @functools.wraps(command)
+    def func(*args: Any, **kwargs: Any) -> Any:
+        kwargs["tokenizer"] = {name: kwargs.pop(name) for name in TOKENIZER_OPTIONS}
+        return command(*args, **kwargs)
+
+    return with_tokenizer_options(func)
+
+
 def scoring_options(command: Callable) -> Callable:
     """The model's scoring settings, passed to the command as one ``scoring`` dict."""
 
@@ -340,30 +381,7 @@ def scoring_options(command: Callable) -> Callable:
         "against the counts of all mail; 0 turns it off, and training with 0 leaves it "
         "empty [model's: 0.5].",
     )(func)
-    func = click.option(
-        "--max-tokens",
-        type=click.IntRange(min=0),
-        help="Keep at most this many tokens of a message (0: all); fixed when a model is "
-        "created [50,000].",
-    )(func)
-    func = click.option(
-        "--max-bytes",
-        type=click.IntRange(min=0),
-        help="Tokenize only the first this many bytes of a larger message (0: all); fixed "
-        "when a model is created [1,048,576].",
-    )(func)
-    func = click.option(
-        "--cjk-pairs/--no-cjk-pairs",
-        default=None,
-        help="Read Chinese and Japanese text, written without spaces, as overlapping "
-        "pairs of characters: for mail mostly in those languages; fixed when a model is "
-        "created [off].",
-    )(func)
-    func = click.option(
-        "--word-pairs/--no-word-pairs",
-        default=None,
-        help="Tokenize pairs of adjacent words too; fixed when a model is created [on].",
-    )(func)
+    func = with_tokenizer_options(func)
     func = click.option(
         "--select",
         "selection",
@@ -809,6 +827,22 @@ def tokenize_with_progress(
 def tokenizer_options(scoring: Mapping[str, Any]) -> dict[str, int]:
     """The tokenizer settings given on the command line."""
     return {name: int(scoring[name]) for name in TOKENIZER_OPTIONS if scoring.get(name) is not None}
+
+
+def new_tokenizer_options(given: Mapping[str, Any]) -> str:
+    """The tokenizer options of ``given`` that a new model needs to read mail so (those
+    unlike the defaults), as `spamnb train` takes them, each after a space."""
+    from .tokens import DEFAULT_SETTINGS
+
+    words = []
+    for name, value in tokenizer_options(given).items():
+        if value == getattr(DEFAULT_SETTINGS, name):
+            continue
+        flag = name.replace("_", "-")
+        words.append(
+            f"--{flag if value else 'no-' + flag}" if name in PAIR_SETTINGS else f"--{flag} {value}"
+        )
+    return "".join(" " + word for word in words)
 
 
 def fresh_settings(scoring: Mapping[str, Any]) -> TokenizerSettings:
@@ -2435,6 +2469,7 @@ def _fp_rate(text: str) -> float:
     callback=comma_list(_fp_rate),
     help="Target false-positive rates of the cut-off table (comma list or repeated).",
 )
+@tokenizer_options_bundle
 @parallel_options
 @json_option
 def tune(
@@ -2449,6 +2484,7 @@ def tune(
     alphas: tuple[float, ...],
     max_features: tuple[int, ...],
     fp_rates: tuple[float, ...],
+    tokenizer: dict[str, Any],
     workers: dict[str, Any],
     as_json: bool,
 ) -> None:
@@ -2479,7 +2515,10 @@ def tune(
         grid = make_grid(event_models, alphas, max_features)
     except ValueError as exc:
         raise fail(str(exc)) from None
-    token_lists = tokenize_with_progress(SpamFilter(), items, "Reading", workers)
+    # The mail is read as a model made with these tokenizer options reads it.
+    reader = SpamFilter()
+    reader.settings = fresh_settings(tokenizer)
+    token_lists = tokenize_with_progress(reader, items, "Reading", workers)
     # Progress in messages scored: each setting scores every tuning message once.
     tuned = len(labels)
     try:
@@ -2529,13 +2568,17 @@ def tune(
             "test_size": test_size,
             "tuned_n": tuned_n,
             "test_n": test_n,
+            "tokenizer": reader.settings.to_dict(),
             "description": description,
         },
         "grid": [
             {**{k: v for k, v in row.items() if k != "n"}, "chosen": position == result.chosen}
             for position, row in enumerate(result.rows)
         ],
-        "chosen": {**result.setting.to_dict(), "train_options": result.setting.train_options()},
+        "chosen": {
+            **result.setting.to_dict(),
+            "train_options": result.setting.train_options() + new_tokenizer_options(tokenizer),
+        },
         "cutoffs": result.cutoffs,
         "test": result.test,
         "copies": copies,

@@ -166,6 +166,38 @@ def test_the_printed_options_give_a_model_the_settings_tune_measured(tmp_path, s
     assert load(model).mistakes.weight == 0.5
 
 
+def test_tune_reads_the_mail_with_the_tokenizer_options_it_is_given(
+    tmp_path, sample_maildir, monkeypatch
+):
+    read_with = []
+    real = cli.tokenize_with_progress
+
+    def recorded(spam_filter, *args, **kwargs):
+        read_with.append(spam_filter.settings)
+        return real(spam_filter, *args, **kwargs)
+
+    monkeypatch.setattr(cli, "tokenize_with_progress", recorded)
+    grid = ["--event-models", "boolean", "--alphas", "0.01", "--max-features", "0"]
+    args = ["tune", "-j", "1", *mail(sample_maildir), *grid]
+    plain = run_json(*args, "--word-pairs")
+    assert read_with.pop().to_dict() == plain["protocol"]["tokenizer"]
+    assert plain["protocol"]["tokenizer"]["cjk_pairs"] == 0
+    # Options that are the defaults are not printed; the others are, for train --new.
+    assert plain["chosen"]["train_options"].endswith("--mistake-weight 0.5")
+    paired = run_json(*args, "--cjk-pairs", "--no-word-pairs", "--max-bytes", "0")
+    settings = read_with.pop()
+    assert (settings.cjk_pairs, settings.word_pairs, settings.max_bytes) == (1, 0, 0)
+    assert paired["protocol"]["tokenizer"] == settings.to_dict()
+    options = paired["chosen"]["train_options"]
+    assert options.endswith(" --no-word-pairs --cjk-pairs --max-bytes 0")
+    # The printed options make a model of that tokenizer.
+    model = tmp_path / "m.joblib"
+    assert (
+        run("train", "--new", "-m", model, *mail(sample_maildir), *options.split()).exit_code == 0
+    )
+    assert load(model).settings == settings
+
+
 def test_tune_warns_as_evaluate_folds_does(tmp_path, sample_maildir):
     # Two spam among many ham: the chosen row was exactly always-ham, and most folds
     # had no spam score calibrated, and tune said only that a class was small.
