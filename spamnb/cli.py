@@ -2551,9 +2551,11 @@ def tune(
         if warning
     ]
     tuned_n, test_n = len(result.tuned_on), len(result.test_indices)
+    read_with = new_tokenizer_options(tokenizer)
     description = (
         f"Tuned by {folds}-fold stratified cross-validation (seed {seed}) on {tuned_n:,} "
         "messages"
+        + (f" read with{read_with}" if read_with else "")
         + (
             f"; the other {test_n:,} (test share {test_size:g}) were set aside first and "
             "used once, to test the chosen setting."
@@ -2577,7 +2579,7 @@ def tune(
         ],
         "chosen": {
             **result.setting.to_dict(),
-            "train_options": result.setting.train_options() + new_tokenizer_options(tokenizer),
+            "train_options": result.setting.train_options() + read_with,
         },
         "cutoffs": result.cutoffs,
         "test": result.test,

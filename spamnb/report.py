@@ -718,7 +718,20 @@ def tuning_report(report: dict[str, Any]) -> RenderableType:
             overflow="ignore",
         )
     )
-    parts.append(Text("(the model keeps them)."))
+    # A tokenizer option is fixed when a model is created: pasted onto an existing
+    # model the line is refused.
+    tokenizer_flags = {
+        f"--{no}{name}" for no in ("", "no-") for name in ("word-pairs", "cjk-pairs")
+    }
+    tokenizer_flags |= {"--max-bytes", "--max-tokens"}
+    fixed = tokenizer_flags.intersection(chosen["train_options"].split())
+    parts.append(
+        Text(
+            "(the model keeps them; its tokenizer options need train --new)."
+            if fixed
+            else "(the model keeps them)."
+        )
+    )
     test = report.get("test")
     cutoff_columns = ["target FP rate", "cut-off", "ham at/above", "spam recall"]
     if test:

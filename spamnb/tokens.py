@@ -283,14 +283,24 @@ _UNSPACED_RUN_RE = _pattern(
     "\U000e0100-\U000e01ef]{2,}"
 )
 _VARIATION_SELECTORS_RE = _pattern("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+# A kana and the combining voiced sound mark after it, which NFC composes.  Only these:
+# NFC of the whole run would also turn compatibility ideographs into others.
+_MARKED_KANA_RE = _pattern("[\u3041-\u3096\u309d\u30a1-\u30fa\u30fd][\u3099\u309a]")
+
+
+def _composed(kana: re.Match[str]) -> str:
+    import unicodedata  # here: the pipe filter's start-up does without it
+
+    return unicodedata.normalize("NFC", kana.group())
 
 
 def _character_pairs(run: re.Match[str]) -> str:
     chars = _VARIATION_SELECTORS_RE.sub("", run.group())
     if "\u3099" in chars or "\u309a" in chars:
-        import unicodedata  # here: the pipe filter's start-up does without it
-
-        chars = unicodedata.normalize("NFC", chars)
+        chars = _MARKED_KANA_RE.sub(_composed, chars)
+    if len(chars) < 2:
+        # A lone character now: left in its word, as a lone one written so is.
+        return chars
     return " " + " ".join([chars[i : i + 2] for i in range(len(chars) - 1)]) + " "
 
 

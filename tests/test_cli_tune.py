@@ -190,6 +190,13 @@ def test_tune_reads_the_mail_with_the_tokenizer_options_it_is_given(
     assert paired["protocol"]["tokenizer"] == settings.to_dict()
     options = paired["chosen"]["train_options"]
     assert options.endswith(" --no-word-pairs --cjk-pairs --max-bytes 0")
+    assert (
+        "read with --no-word-pairs --cjk-pairs --max-bytes 0" in paired["protocol"]["description"]
+    )
+    # The report says that the line needs train --new (pasted on a model it is refused).
+    shown = " ".join(run(*args, "--cjk-pairs").stdout.split())
+    assert "its tokenizer options need train --new" in shown
+    assert "need train --new" not in " ".join(run(*args).stdout.split())
     # The printed options make a model of that tokenizer.
     model = tmp_path / "m.joblib"
     assert (

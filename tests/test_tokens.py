@@ -1196,8 +1196,16 @@ def test_character_pairs_do_not_depend_on_normalisation_or_glyph_variants():
 
     # Kana with combining voiced sound marks (NFD) give the pairs of the composed text.
     assert words(unicodedata.normalize("NFD", "がっこうで勉強")) == words("がっこうで勉強")
-    # An ideographic variation selector is dropped, not read as a character of a pair.
+    # Only the marked kana are composed: compatibility ideographs stay as written.
+    decomposed = "\ufa30\ufa31" + unicodedata.normalize("NFD", "で")
+    assert words(decomposed) == words("\ufa30\ufa31で")
+    # A character left alone stays in its word, as one written so does.
+    assert words("iphone" + unicodedata.normalize("NFD", "が")) == words("iphoneが")
+    # An ideographic variation selector is dropped, not read as a character of a pair,
+    # and an emoji's selector beside a run takes nothing from the text.
     assert words("葛\U000e0100飾区に住む") == words("葛飾区に住む")
+    assert words("iphone葛\U000e0100") == words("iphone葛")
+    assert words("\u2764\ufe0f你") == words("\u2764你")
     # Iteration and repeat marks continue a run; Extension H ideographs pair too.
     assert {"時〻", "〻刻"} <= set(words("時〻刻"))
     assert "\U00031350\U00031351" in words("\U00031350\U00031351\U00031352")
