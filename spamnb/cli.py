@@ -312,7 +312,7 @@ class FiniteRange(click.FloatRange):
 
 # The tokenizer's settings among them are fixed when a model is created.
 TOKENIZER_OPTIONS = ("word_pairs", "cjk_pairs", "max_bytes", "max_tokens")
-# The tokenizer's settings that are on or off, in words.
+# The tokenizer's settings that are on or off (tokens.SWITCHES), in words.
 PAIR_SETTINGS = {"word_pairs": "word pairs", "cjk_pairs": "Chinese and Japanese pairs"}
 SCORING_OPTIONS = (
     "event_model",

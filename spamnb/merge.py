@@ -43,6 +43,7 @@ from .counts import Vocabulary
 from .filter import SpamFilter
 from .mistakes import MistakeTable
 from .model import NaiveBayes
+from .tokens import SWITCHES
 
 __all__ = ["IncompatibleModels", "calibration_left_unfitted", "merge_filters"]
 
@@ -141,7 +142,7 @@ def _check_shapes(spam_filter: SpamFilter, position: int) -> None:
 def _setting(name: str, value: object) -> str:
     """A tokenizer setting in words: word pairs and Chinese and Japanese pairs are on or
     off (the model stores 1 or 0)."""
-    if name in ("word_pairs", "cjk_pairs"):
+    if name in SWITCHES:
         return "on" if value else "off"
     return str(value)
 

@@ -718,17 +718,15 @@ def tuning_report(report: dict[str, Any]) -> RenderableType:
             overflow="ignore",
         )
     )
-    # A tokenizer option is fixed when a model is created: pasted onto an existing
-    # model the line is refused.
-    tokenizer_flags = {
-        f"--{no}{name}" for no in ("", "no-") for name in ("word-pairs", "cjk-pairs")
-    }
-    tokenizer_flags |= {"--max-bytes", "--max-tokens"}
-    fixed = tokenizer_flags.intersection(chosen["train_options"].split())
+    # The line then holds tokenizer options (those unlike the defaults), which a model
+    # takes only when it is created: pasted onto an existing one it is refused.
+    from .tokens import DEFAULT_SETTINGS
+
+    other_tokenizer = report["protocol"]["tokenizer"] != DEFAULT_SETTINGS.to_dict()
     parts.append(
         Text(
             "(the model keeps them; its tokenizer options need train --new)."
-            if fixed
+            if other_tokenizer
             else "(the model keeps them)."
         )
     )

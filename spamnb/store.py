@@ -74,7 +74,7 @@ FORMAT_NAME = "spamnb-model"
 # settings it does not know, so it tokenized such a model without them, and its next
 # save left them out for good.  Other models stay version 5, which older spamnb reads.
 FORMAT_VERSION = 6
-_SETTINGS_SINCE = {"cjk_pairs": 6}
+_FORMAT_FOR_OLD_READERS = 5
 # PNG's trick: the high byte and the line ends show a file mangled by a text-mode copy.
 FILE_MAGIC = b"\x89SPAMNB-MODEL\r\n\x1a\n"
 _DIGEST_SIZE = 32
@@ -168,12 +168,6 @@ def _all_text(items: list[Any]) -> bool:
     return set(map(type, items)) <= {str}
 
 
-def format_for(settings: TokenizerSettings) -> int:
-    """The oldest model format that holds ``settings``: a reader of an older one would
-    tokenize without a setting it does not know."""
-    return max([5] + [since for name, since in _SETTINGS_SINCE.items() if getattr(settings, name)])
-
-
 def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
     # A model's counts may stop short of its vocabulary: re-reading mail it knows
     # adds that mail's tokens to the vocabulary and counts nothing, and a newer
@@ -182,7 +176,11 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
     n_features = len(spam_filter.vocabulary)
     return {
         "format": FORMAT_NAME,
-        "format_version": format_for(spam_filter.settings),
+        "format_version": (
+            FORMAT_VERSION
+            if spam_filter.settings.unknown_to_old_readers()
+            else _FORMAT_FOR_OLD_READERS
+        ),
         "spamnb_version": __version__,
         "created": spam_filter.created,
         "updated": spam_filter.updated,

@@ -294,7 +294,10 @@ def table_prefix(header: dict[str, Any], arrays: tuple[Any, ...]) -> bytes:
     text = marshal.dumps(header, 4)
     text += b" " * (-(_PREFIX_SIZE + len(text)) % 8)  # keep the arrays 8-byte aligned
     crc = binascii.crc32(text)
-    magic = MAGIC_5 if header.get("tokenizer", {}).get("cjk_pairs") else MAGIC
+    from .tokens import TokenizerSettings
+
+    settings = TokenizerSettings.from_dict(header.get("tokenizer", {}))
+    magic = MAGIC_5 if settings.unknown_to_old_readers() else MAGIC
     return magic + len(text).to_bytes(8, "little") + crc.to_bytes(8, "little") + text
 
 

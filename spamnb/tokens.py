@@ -110,6 +110,12 @@ _SettingsFields = namedtuple(
 # What a stored setting meant before it was stored: a version-1 model has no pairs,
 # and a model stored before the limits existed had none.
 _LEGACY_SETTINGS = {"word_pairs": 0, "max_tokens": 0, "max_bytes": 0}
+# Settings a spamnb from before them drops unread (from_dict keeps the fields it
+# knows), so that it would read a model's mail otherwise than the model learnt it: a
+# model that uses one is saved so that such a spamnb refuses it (store.py, table.py).
+_SETTINGS_OLD_READERS_LACK = ("cjk_pairs",)
+# The settings that are on (1) or off (0).
+SWITCHES = ("word_pairs", "cjk_pairs")
 
 
 class TokenizerSettings(_SettingsFields):
@@ -122,6 +128,10 @@ class TokenizerSettings(_SettingsFields):
     def from_dict(cls, data: dict[str, int]) -> TokenizerSettings:
         known = {**_LEGACY_SETTINGS, **{k: v for k, v in data.items() if k in cls._fields}}
         return cls(**known)
+
+    def unknown_to_old_readers(self) -> bool:
+        """Whether it uses a setting that an older spamnb would drop unread."""
+        return any(getattr(self, name) for name in _SETTINGS_OLD_READERS_LACK)
 
 
 DEFAULT_SETTINGS = TokenizerSettings()

@@ -294,8 +294,6 @@ def test_hostile_mime_fragments_never_raise(lines):
 
 
 def test_adjacent_words_make_pair_tokens_unless_switched_off():
-    from spamnb.tokens import DEFAULT_SETTINGS
-
     data = message("Subject: Cheap Meds now", b"Click here to buy, my friend")
     tokens = tokenize(data)
     for pair in ("click here", "here to", "to buy", "buy my", "subject:cheap meds"):
@@ -556,8 +554,6 @@ def many_words_message() -> bytes:
 
 
 def test_tokens_stop_at_the_cap_keeping_the_first():
-    from spamnb.tokens import DEFAULT_SETTINGS
-
     data = many_words_message()
     uncapped = tokenize(data, TokenizerSettings(max_tokens=0))
     assert len(uncapped) > DEFAULT_SETTINGS.max_tokens == 50_000
@@ -576,7 +572,7 @@ def test_tokens_stop_at_the_cap_keeping_the_first():
 
 
 def test_was_capped_says_whether_the_cap_was_reached():
-    from spamnb.tokens import DEFAULT_SETTINGS, was_capped
+    from spamnb.tokens import was_capped
 
     assert was_capped(tokenize(many_words_message()), DEFAULT_SETTINGS)
     assert not was_capped(tokenize(message("Subject: hi", "a short note")), DEFAULT_SETTINGS)
