@@ -563,6 +563,48 @@ def load_table_scorer(model_path: Path | None) -> TableScorer | None:
     return None
 
 
+def warn_if_settings_dropped(path: Path, scoring: Mapping[str, Any]) -> None:
+    """Say which tokenizer settings of the model that ``train --new`` replaces, among
+    those not given on the command line, the new model will not have, and the option
+    that keeps each.
+
+    The settings are fixed when a model is created, and --new creates one from the
+    options given: a nightly `train --new` that leaves out --cjk-pairs would otherwise
+    turn the pairs off for good without a word.  The old settings come from the
+    scoring table beside the model (a read of its header); without a current table
+    nothing is said, since the model being replaced may not load at all.
+    """
+    from .paths import ModelFileError, table_path
+    from .table import TableScorer, open_table
+
+    real = os.path.realpath(path)
+    try:
+        table, state = open_table(real, table_path(real), trust=trusting())
+        if table is None or state != "current":
+            return
+        old = TableScorer(table).settings
+    except (ModelFileError, KeyError, IndexError, TypeError, ValueError):
+        return
+    given = tokenizer_options(scoring)
+    settings = fresh_settings(scoring)
+    for name in TOKENIZER_OPTIONS:
+        was, now = getattr(old, name), getattr(settings, name)
+        if was == now or name in given:
+            continue
+        flag = name.replace("_", "-")
+        if name in PAIR_SETTINGS:
+            keep = f"--{flag}" if was else f"--no-{flag}"
+            change = f"{PAIR_SETTINGS[name]} {'on' if was else 'off'}; the new one has them "
+            change += "on" if now else "off"
+        else:
+            keep = f"--{flag} {was}"
+            change = f"--{flag} {was}; the new one {now}"
+        warn(
+            f"the model that --new replaces at {path} was made with {change} "
+            f"(give {keep} to keep the old setting)"
+        )
+
+
 def warn_if_old_tokenizer(path: Path, version: int) -> None:
     from .tokens import TOKENIZER_VERSION
 
@@ -1056,6 +1098,8 @@ def train(
             fresh = new or model_status(path) is None
             refuse_an_empty_model(fresh)
             settings = fresh_settings(scoring)
+            if new and model_status(path) is not None:
+                warn_if_settings_dropped(path, scoring)
             # A new model's tokenizer settings are known before the model is made, so
             # its mail starts being counted first: the workers are forked before this
             # process imports scipy and the model's modules (0.2 s in all), which it

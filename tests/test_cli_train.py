@@ -675,6 +675,34 @@ def test_chinese_and_japanese_pairs_are_chosen_when_a_model_is_created(tmp_path,
     assert report["protocol"]["cjk_pairs"] is True
 
 
+def test_train_new_says_which_settings_of_the_replaced_model_it_drops(tmp_path, sample_maildir):
+    model = tmp_path / "model.joblib"
+    mail = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    run("train", "-m", model, "--cjk-pairs", "--max-tokens", "1000", *mail)
+    replaced = run("train", "-m", model, "--new", *mail)
+    assert replaced.exit_code == 0
+    warnings = replaced.stderr.splitlines()
+    assert len(warnings) == 2, replaced.stderr
+    assert "Chinese and Japanese pairs on; the new one has them off" in warnings[0]
+    assert "give --cjk-pairs to keep" in warnings[0]
+    assert "--max-tokens 1000; the new one 50000" in warnings[1]
+    assert "give --max-tokens 1000 to keep" in warnings[1]
+    assert load(model).settings.cjk_pairs == 0
+    # A setting given on the command line is the user's choice: nothing to say.
+    chosen = run("train", "-m", model, "--new", "--no-word-pairs", *mail)
+    assert chosen.exit_code == 0 and chosen.stderr == ""
+    # Kept by default, the setting's loss is said with the option that keeps it.
+    dropped = run("train", "-m", model, "--new", *mail)
+    assert "word pairs off; the new one has them on" in dropped.stderr
+    assert "give --no-word-pairs to keep" in dropped.stderr
+    # Nothing changes: nothing said.
+    assert run("train", "-m", model, "--new", *mail).stderr == ""
+    # A model that cannot be read is replaced as before, without a word about it.
+    model.write_bytes(b"not a model")
+    assert run("train", "-m", model, "--new", *mail).exit_code == 0
+    assert load(model).settings.word_pairs == 1
+
+
 def test_an_older_spamnb_refuses_a_model_of_chinese_and_japanese_pairs(
     tmp_path, sample_maildir, monkeypatch
 ):
