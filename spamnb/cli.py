@@ -1068,7 +1068,13 @@ def train(
     Example:
       spamnb train -m model.joblib --spam ~/Maildir/.Junk --ham ~/Maildir
     """
-    from .store import ModelFileError, NotAModelError, model_status, training_lock
+    from .store import (
+        ModelFileError,
+        NotAModelError,
+        model_status,
+        refuse_to_replace_a_non_model,
+        training_lock,
+    )
 
     pairs = labelled_sources(spam, ham, label)
     check_stdin_once([path for _, path in pairs] + list(forget))
@@ -1082,6 +1088,13 @@ def train(
         )
     check_paths_exist([p for _, p in pairs] + list(forget))
     path = resolve_model_path(model_path)
+
+    def replaceable(model: Path) -> bool:
+        try:
+            refuse_to_replace_a_non_model(model)
+        except ModelFileError:
+            return False
+        return True
 
     def refuse_an_empty_model(fresh: bool) -> None:
         # Forgetting or setting cut-offs in a model that is not there: a mistyped path,
@@ -1099,6 +1112,7 @@ def train(
             refuse_an_empty_model(fresh)
             settings = fresh_settings(scoring)
             if new and model_status(path) is not None:
+                refuse_to_replace_a_non_model(path)
                 warn_if_settings_dropped(path, scoring)
             # A new model's tokenizer settings are known before the model is made, so
             # its mail starts being counted first: the workers are forked before this
@@ -1124,7 +1138,11 @@ def train(
                 except ModelFileError as exc:
                     # Not for a model refused for its owner or its newer format: --new
                     # would throw a good model away.
-                    hint = " (use --new to replace it)" if isinstance(exc, NotAModelError) else ""
+                    hint = (
+                        " (use --new to replace it)"
+                        if isinstance(exc, NotAModelError) and replaceable(path)
+                        else ""
+                    )
                     raise fail(f"{exc}{hint}") from None
                 if not fresh:
                     # The nightly cron job's command: the one place such a user looks.
@@ -2721,7 +2739,14 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
     model fitted on the most mail among those that score so (train refits it).
     """
     from .merge import calibration_left_unfitted, merge_filters
-    from .store import ModelFileError, load, model_status, save, training_lock
+    from .store import (
+        ModelFileError,
+        load,
+        model_status,
+        refuse_to_replace_a_non_model,
+        save,
+        training_lock,
+    )
 
     if len(models) < 2:
         raise fail("give at least two models to merge")
@@ -2735,6 +2760,11 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
             raise fail(f"{output} is a folder; give the file to write the merged model to")
         if status is not None and not force:
             raise fail(f"{output} exists; use --force to replace it")
+        if status is not None:
+            try:
+                refuse_to_replace_a_non_model(output)
+            except ModelFileError as exc:
+                raise fail(str(exc)) from None
 
     refuse_to_replace()
     real_paths = [os.path.realpath(model) for model in models]

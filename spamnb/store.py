@@ -379,6 +379,42 @@ def model_status(path: Path) -> os.stat_result | None:
         raise ModelFileError(f"cannot read model {path}: {exc.strerror or exc}") from None
 
 
+# How a model file of format 1 or 2 starts: a bare joblib pickle (protocol 2 or later).
+_PICKLE_START = b"\x80"
+
+
+def refuse_to_replace_a_non_model(path: Path) -> None:
+    """Raise ModelFileError unless ``path`` holds nothing, an empty file, or what
+    starts as a spamnb model (sound or damaged): train --new and merge --force replace
+    a model, never another file.
+
+    A review's `train --new -m ham.mbox --ham ham.mbox` wrote the model over the
+    mailbox it had just read; a mistyped -m could name any file.  A damaged model
+    still starts with the magic (or, from format 1 or 2, as a pickle), so --new can
+    still replace it, as the error that refuses to load it says.
+    """
+    try:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        return
+    except OSError:
+        return  # the write says what is wrong with the path
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return  # save refuses anything but a regular file, naming it
+        start = os.pread(descriptor, len(FILE_MAGIC), 0)
+    except OSError:
+        return
+    finally:
+        os.close(descriptor)
+    if not start or start.startswith(FILE_MAGIC) or start.startswith(_PICKLE_START):
+        return
+    raise ModelFileError(
+        f"{path} is not a spamnb model, and only a model is replaced; move it away "
+        "or give another model path"
+    )
+
+
 def load(path: Path, *, trust: bool = False) -> SpamFilter:
     """Read a model file.
 

@@ -490,8 +490,48 @@ def test_only_a_damaged_model_is_offered_replacing(model, sample_maildir):
     assert_one_line_error(result, "--trust-model")
     assert "--new" not in result.stderr
     model.chmod(0o600)
-    model.write_bytes(b"not a model at all")
+    damaged = model.read_bytes()[:100]
+    model.write_bytes(damaged)
     assert_one_line_error(train_sample(model, sample_maildir), "use --new to replace it")
+    # Another kind of file is not offered replacing, and --new does not replace it.
+    model.write_bytes(b"not a model at all")
+    result = train_sample(model, sample_maildir)
+    assert_one_line_error(result, "not a spamnb model")
+    assert "--new" not in result.stderr
+    assert_one_line_error(train_sample(model, sample_maildir, "--new"), "only a model is replaced")
+    assert model.read_bytes() == b"not a model at all"
+    model.write_bytes(damaged)
+    assert train_sample(model, sample_maildir, "--new").exit_code == 0
+    assert load(model).classes
+
+
+def test_train_new_and_merge_force_never_write_over_mail(tmp_path, sample_maildir):
+    # A review's run: the model path named the mailbox being read, and --new (which the
+    # refusal of the plain run suggested) wrote the model over its 30 ham.
+    mbox_folder = Path(__file__).resolve().parents[1] / "corpora" / "sample" / "mbox"
+    mailbox = tmp_path / "ham.mbox"
+    mailbox.write_bytes((mbox_folder / "ham.mbox").read_bytes())
+    original = mailbox.read_bytes()
+    spam = ("--spam", mbox_folder / "spam.mbox")
+    assert_one_line_error(
+        run("train", "-m", mailbox, "--new", *spam, "--ham", mailbox), "only a model is replaced"
+    )
+    message = sorted((sample_maildir / "ham" / "cur").iterdir())[0]
+    copy = tmp_path / "message.eml"
+    copy.write_bytes(message.read_bytes())
+    assert_one_line_error(run("train", "-m", copy, "--new", *spam), "only a model is replaced")
+    parts = [tmp_path / "a.joblib", tmp_path / "b.joblib"]
+    run("train", "-m", parts[0], *spam)
+    run("train", "-m", parts[1], "--ham", sample_maildir / "ham")
+    assert_one_line_error(run("merge", "--force", mailbox, *parts), "only a model is replaced")
+    assert mailbox.read_bytes() == original
+    assert copy.read_bytes() == message.read_bytes()
+    # An empty file holds nothing to lose, and a model is replaced as before.
+    empty = tmp_path / "empty.joblib"
+    empty.write_bytes(b"")
+    assert run("merge", "--force", empty, *parts).exit_code == 0
+    assert run("merge", "--force", empty, *parts).exit_code == 0
+    assert sorted(load(empty).classes) == ["ham", "spam"]
 
 
 def test_a_trainer_that_waits_for_another_says_so(model, sample_maildir):

@@ -389,7 +389,11 @@ def test_empty_folder_and_non_mail_file(tmp_path):
 def test_corrupt_existing_model_is_not_overwritten(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
     model.write_bytes(b"precious bytes of something else")
-    assert_one_line_error(run("train", "-m", model, "--spam", sample_maildir / "spam"), "--new")
+    result = run("train", "-m", model, "--spam", sample_maildir / "spam")
+    assert_one_line_error(result, "not a spamnb model file")
+    assert "--new" not in result.stderr  # which would not replace it either
+    result = run("train", "-m", model, "--new", "--spam", sample_maildir / "spam")
+    assert_one_line_error(result, "only a model is replaced")
     assert model.read_bytes() == b"precious bytes of something else"
 
 
@@ -697,9 +701,10 @@ def test_train_new_says_which_settings_of_the_replaced_model_it_drops(tmp_path, 
     assert "give --no-word-pairs to keep" in dropped.stderr
     # Nothing changes: nothing said.
     assert run("train", "-m", model, "--new", *mail).stderr == ""
-    # A model that cannot be read is replaced as before, without a word about it.
-    model.write_bytes(b"not a model")
-    assert run("train", "-m", model, "--new", *mail).exit_code == 0
+    # A damaged model is replaced as before, without a word about its settings.
+    model.write_bytes(model.read_bytes()[:100])
+    replaced = run("train", "-m", model, "--new", *mail)
+    assert replaced.exit_code == 0 and replaced.stderr == ""
     assert load(model).settings.word_pairs == 1
 
 
