@@ -9,6 +9,9 @@ command line click rejects still delivers the message.
 
 from __future__ import annotations
 
+# io and os are loaded with the interpreter: importing them costs the pipe nothing.
+import io
+import os
 import sys
 
 # Without importing typing or pathlib, which cost the pipe filter's start-up.
@@ -194,6 +197,7 @@ def _run_reporting_output_errors(cli: Any) -> None:
         # None, every progress check failed (nothing done, status 1), and click wrote
         # its errors into the output instead.
         sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - open until exit
+    _write_stdout_whole()
     for stream in (sys.stdout, sys.stderr):
         # A terminal that cannot show a character (a Latin-1 locale) gets its escape
         # rather than a traceback in place of the report.  In the C locale without
@@ -215,3 +219,58 @@ def _run_reporting_output_errors(cli: Any) -> None:
         # Nothing more may be written to the broken output when Python exits.
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - open until exit
         sys.exit(1)
+
+
+def _write_stdout_whole() -> None:
+    """Put standard output on a writer that writes every byte or raises.
+
+    Python's buffered writer drops what a short write leaves: under a file size limit
+    (ulimit -f) or on a disk that fills, `spamnb info > out` wrote 1,024 of its 1,857
+    bytes and exited 0 (review 43), where the next write would have said why.  Only
+    the real standard output is replaced, keeping its encoding, error handler and line
+    buffering; the pipe filter writes through pipe.write_all, which already loops.
+    """
+    stdout = sys.stdout
+    try:
+        if stdout is not sys.__stdout__ or stdout.fileno() != 1:
+            return
+        stdout.flush()
+    except (AttributeError, OSError, ValueError):
+        return
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(_WholeWriter(1)),
+        encoding=stdout.encoding,
+        errors=stdout.errors,
+        line_buffering=stdout.line_buffering,
+    )
+
+
+class _WholeWriter(io.RawIOBase):
+    """A raw writer of descriptor ``fd`` whose writes are whole: it loops over short
+    writes, waits while a non-blocking descriptor is full, and raises the error that
+    stops it.  Closing it leaves the descriptor open."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        done = 0
+        while done < len(view):
+            try:
+                done += os.write(self._fd, view[done:])
+            except BlockingIOError:
+                import select
+
+                select.select([], [self._fd], [])
+        return done

@@ -414,6 +414,39 @@ def test_an_output_that_cannot_be_written_is_a_one_line_error(model, sample_mail
     ]
 
 
+@pytest.mark.parametrize("command", [["info"], ["info", "--json"], ["top-odds", "-n", "200"]])
+def test_an_output_cut_short_by_a_file_size_limit_is_a_one_line_error(model, tmp_path, command):
+    # The kernel writes up to the limit and then refuses: Python's buffered writer
+    # dropped the rest of a short write, and the command exited 0 (review 43).
+    import resource
+    import signal
+
+    whole = subprocess.run(
+        [sys.executable, "-m", "spamnb", *command, "-m", str(model)],
+        capture_output=True,
+        check=True,
+    ).stdout
+    limit = len(whole) // 2
+    assert limit >= 300
+
+    def limit_file_size():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # as Python sets it
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    output = tmp_path / "output"
+    with open(output, "wb") as written:
+        done = subprocess.run(
+            [sys.executable, "-m", "spamnb", *command, "-m", str(model)],
+            stdout=written,
+            stderr=subprocess.PIPE,
+            preexec_fn=limit_file_size,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.decode().splitlines() == ["spamnb: cannot write the output: File too large"]
+    assert output.read_bytes() == whole[:limit]
+
+
 def test_a_closed_standard_output_is_a_one_line_error(model, sample_maildir):
     done = subprocess.run(
         [sys.executable, "-m", "spamnb", "classify", "-m", str(model), str(sample_maildir / "ham")],
