@@ -228,7 +228,11 @@ def insert_header(message: bytes, name: str, value: str, *, complete: bool = Tru
     header line)."""
     message = rename_existing(message, name)
     at, line = header_insertion(message, name, value)
-    if not complete and at >= len(message):
+    # The block's end is not in the part read when it runs to the end, or when it stops
+    # only at an unfinished last line, which a cut inside a field's name leaves
+    # ("X-Lo"; review 43 found the header put before it, inside the block).
+    unfinished = b"\n" not in message[at:] and header_continues(message)
+    if not complete and (at >= len(message) or unfinished):
         at = message.find(b"\n") + 1 if message.startswith(b"From ") else 0
         # The mail's line end, as header_insertion finds it: ``line`` may start with
         # one instead of ending in it (the part read ends inside a line), and read

@@ -49,6 +49,17 @@ def test_a_cut_header_gets_the_verdict_after_the_envelope_in_the_mails_line_end(
     assert without_added_header(out, message)
 
 
+def test_a_cut_anywhere_in_a_long_header_puts_the_verdict_first(model):
+    # A cut inside a field's name ("X-Lo") looked like the block's end to the parser,
+    # and the verdict went before that line, deep inside the header (review 43).
+    message = b"Subject: a\n" + b"".join(b"X-Long-%d: aaaa\n" % i for i in range(40)) + b"\nbody\n"
+    for max_size in range(60, 400, 7):
+        status, out, err = piped(message, model, max_size)
+        assert status in (0, 1, 2), err
+        assert out.startswith(b"X-Spamnb: "), (max_size, out[:80])
+        assert without_added_header(out, message)
+
+
 def test_the_body_past_max_size_is_not_renamed(model):
     # Past the first part, only a header section still going on is renamed.
     message = b"Subject: a\n\n" + b"b" * 200 + b"\nX-Spamnb: keep\n"
