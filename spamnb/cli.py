@@ -200,7 +200,21 @@ def fail(message: str) -> click.ClickException:
 
 # Paths are checked where they are opened, each failure a line of its own: click's own
 # checks (readable, not a folder) end in a usage message of three lines and status 2.
-MODEL_PATH = click.Path(path_type=Path, readable=False)
+class _ModelPath(click.Path):
+    """A model file's path, never empty: Path("") is the current folder, and `-m ""`
+    was refused as ". is a directory", a folder nobody named (review 43)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value:
+            if isinstance(param, click.Option):
+                what = param.opts[-1]
+            else:
+                what = param.human_readable_name if param is not None else "a model path"
+            raise fail(f"{what} is empty; give a model file's path")
+        return super().convert(value, param, ctx)
+
+
+MODEL_PATH = _ModelPath(path_type=Path, readable=False)
 
 
 def _output_file(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
@@ -1390,11 +1404,13 @@ def mail_counted(
 
 def check_paths_exist(paths: Sequence[str]) -> None:
     """Fail before any work when a path is wrong, not halfway through the mail."""
-    from .mail import display_source
+    from .mail import EMPTY_PATH, display_source
 
     for path in paths:
         if path == "-":
             continue
+        if not path:
+            raise fail(EMPTY_PATH)
         try:
             os.stat(path)
         except FileNotFoundError:

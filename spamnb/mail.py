@@ -321,8 +321,14 @@ def header_value(data: bytes, name: str) -> str | None:
     return text or None
 
 
+EMPTY_PATH = "a mail path is empty; give a file or folder of mail ('-' for stdin)"
+
+
 def _os_error(path: str | os.PathLike[str], exc: OSError) -> MailSourceError:
     shown = _show(path)
+    if not os.fspath(path):
+        # An empty argument, which the system calls missing: "Error:  does not exist".
+        return MailSourceError(EMPTY_PATH, "empty path")
     if isinstance(exc, FileNotFoundError):
         return MailSourceError(f"{shown} does not exist", "does not exist")
     if isinstance(exc, PermissionError):

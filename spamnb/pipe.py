@@ -504,6 +504,8 @@ def check_model(model_path: str | os.PathLike[str], trust: bool) -> str | None:
     """Why the model cannot be used, checked even for mail too large to score."""
     from .paths import ModelFileError, check_trusted
 
+    if not os.fspath(model_path):
+        return "no usable model: the model path (-m) is empty"
     try:
         status = os.stat(model_path)
         if not trust:

@@ -422,6 +422,35 @@ def test_paths_are_checked_by_spamnb_not_by_click(model, tmp_path, sample_maildi
         assert_one_line_error(result, said)
 
 
+def test_an_empty_path_is_named_as_empty(model, tmp_path, sample_maildir):
+    # Path("") is the current folder: `-m ""` was refused as ". is a directory", and an
+    # empty mail path as " does not exist", with nothing between the blanks (review 43).
+    spam, ham = str(sample_maildir / "spam"), str(sample_maildir / "ham")
+    for command, said in (
+        (["info", "-m", ""], "--model is empty"),
+        (["train", "-m", "", "--spam", spam], "--model is empty"),
+        (["merge", "--force", "", model, model], "OUTPUT is empty"),
+        (["train", "-m", tmp_path / "new.joblib", "--spam", ""], "a mail path is empty"),
+        (["classify", "-m", model, ""], "a mail path is empty"),
+        (["evaluate", "--spam", "", "--ham", ham, "--folds", "2"], "a mail path is empty"),
+        (["tune", "--spam", spam, "--ham", ""], "a mail path is empty"),
+    ):
+        result = run(*command)
+        assert result.exit_code == 1
+        assert_one_line_error(result, said)
+    assert not (tmp_path / "new.joblib").exists()
+    piped = subprocess.run(
+        [sys.executable, "-m", "spamnb", "classify", "--pipe", "-m", ""],
+        input=b"Subject: hi\n\nhello\n",
+        capture_output=True,
+        check=False,
+    )
+    assert piped.returncode == 3 and piped.stdout == b"Subject: hi\n\nhello\n"
+    assert piped.stderr.decode().splitlines() == [
+        "spamnb: no usable model: the model path (-m) is empty"
+    ]
+
+
 def test_a_model_name_too_long_for_its_companions_is_refused_before_the_work(
     tmp_path, sample_maildir
 ):

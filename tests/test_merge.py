@@ -518,7 +518,8 @@ def test_the_merge_command_says_what_it_could_not_keep(tmp_path, sample_maildir)
     assert_one_line_error(
         run("merge", tmp_path / "x.joblib", boolean, f"{tmp_path}/./b.joblib"), "given twice"
     )
-    assert_one_line_error(run("merge", "", boolean, multinomial), "is a folder")
+    assert_one_line_error(run("merge", "", boolean, multinomial), "OUTPUT is empty")
+    assert_one_line_error(run("merge", tmp_path, boolean, multinomial), "is a folder")
     plain = tmp_path / "plain"
     plain.write_text("not a folder")
     assert_one_line_error(run("merge", plain / "x.joblib", boolean, multinomial), "not a folder")
