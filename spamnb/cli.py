@@ -1873,7 +1873,7 @@ def evaluate(
             "training run of one class, which never starts the mistake table); leave out "
             "--mistake-weight"
         )
-    option_sets = parse_option_sets(compare_text, scoring) if compare_text else None
+    option_sets = None if compare_text is None else parse_option_sets(compare_text, scoring)
     if option_sets and (model_path is not None or online):
         raise fail(
             "--compare trains its own models on folds or a split; use --folds or --test-size"
@@ -2352,7 +2352,10 @@ def parse_option_sets(text: str, scoring: Mapping[str, Any]) -> list[Any]:
 
     sets = []
     for part in text.split(","):
-        words = part.replace("+", " ").split()
+        # "+" joins words as a blank does (no quoting needed), but not as a number's
+        # sign: "k=+1" is k of +1 (split there, the value was named "k="; review 43),
+        # and "k=1e+2" is 100.
+        words = [word for word in re.split(r"\s+|(?<![=\d][eE])(?<!=)\+", part) if word]
         if not words:
             raise fail(f"--compare: empty option set in {text!r}")
         options: dict[str, Any] = {}
@@ -2380,6 +2383,8 @@ def parse_option_sets(text: str, scoring: Mapping[str, Any]) -> list[Any]:
             name, convert = SET_KEYS[key]
             if name in options:
                 raise fail(f"--compare: {part.strip()!r} gives {key!r} twice")
+            if not value:
+                raise fail(f"--compare: {part.strip()!r}: {key}= needs a value right after the '='")
             try:
                 converted = convert(value)
             except ValueError:

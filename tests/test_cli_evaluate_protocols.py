@@ -323,6 +323,12 @@ def test_compare_errors(sample_maildir):
         ("boolean multinomial,k=1", "gives the event model twice"),
         ("cjk-pairs no-cjk-pairs,boolean", "gives the Chinese and Japanese pairs twice"),
         ("boolean cjk-pairs,cjk-pairs", "are the same settings"),
+        # An empty --compare was ignored, and a "+" sign split from its value (review 43).
+        ("", "empty option set"),
+        ("boolean,k= 1", "'k= 1': k= needs a value"),
+        ("k=+1,k=1", "'k=+1' and 'k=1' are the same settings"),
+        ("k=1e+2,k=100", "'k=1e+2' and 'k=100' are the same settings"),
+        ("boolean+min-count=+2,boolean+min-count=2", "are the same settings"),
     ):
         result = run(*sample_args(sample_maildir), "--compare", text)
         assert_one_line_error(result, fragment)
