@@ -1561,6 +1561,16 @@ def classify(
         if unused:
             raise fail(f"{', '.join(unused)} cannot be used with --pipe")
         filter_pipe(model_path, header_name, exit_zero, max_size, sys.stdin.buffer)
+    # The filter's own options, which labelling would ignore: whoever gives one
+    # expects a header or an exit status that never comes (review 43).
+    context = click.get_current_context()
+    given = [
+        f"--{name.replace('_', '-')}"
+        for name in ("header_name", "exit_zero", "max_size")
+        if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+    ]
+    if given:
+        raise fail(f"{', '.join(given)} {'works' if len(given) == 1 else 'work'} only with --pipe")
     if not paths:
         raise fail("give messages to classify: PATH... ('-' for standard input), or --pipe")
     # Labels with the model's own settings come from its scoring table when that is

@@ -625,6 +625,18 @@ def test_allow_empty_lets_an_empty_folder_print_nothing(tmp_path, sample_maildir
     )
 
 
+def test_the_filters_own_options_are_refused_without_pipe(model, sample_maildir):
+    # Labelling ignored them: a header name or exit status asked for never came.
+    folder = sample_maildir / "ham" / "new"
+    for options, said in (
+        (["--header-name", "X-Mine"], "--header-name works only with --pipe"),
+        (["--header-name", "X-Spamnb"], "--header-name works only with --pipe"),
+        (["--exit-zero", "--max-size", "100"], "--exit-zero, --max-size work only with --pipe"),
+    ):
+        assert_one_line_error(run("classify", "-m", model, *options, folder), said)
+    assert run("classify", "-m", model, folder).exit_code == 0
+
+
 def test_info_says_a_model_without_a_spam_class_gets_no_pipe_table(tmp_path, sample_maildir):
     model = tmp_path / "m.joblib"
     trained = run("train", "-m", model, "--label", f"news={sample_maildir / 'spam'}",
