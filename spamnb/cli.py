@@ -1511,7 +1511,8 @@ def _header_name(ctx: click.Context, param: click.Parameter, value: str) -> str:
     "--explain",
     is_flag=True,
     help="Under each verdict, the tokens that pushed the message most toward spam and "
-    "toward ham, and what the tokenizer's limits cut.",
+    "toward the likeliest other class (ham, of two), and what the tokenizer's limits cut; "
+    "for a model with a spam class.",
 )
 @reader_options
 @allow_empty_option("prints nothing")
