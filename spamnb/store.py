@@ -682,13 +682,20 @@ def _not_regular(path: Path) -> str:
     return f"{path} is not a regular file (a device, a FIFO or a socket), so not a model"
 
 
-def _refuse_other_than_a_file(path: Path) -> None:
-    """Refuse to write a model over anything but a regular file (as root, over
-    /dev/null itself)."""
+def _refuse_other_than_a_file(path: Path, *, table: bool = False) -> None:
+    """Refuse to write a model, or its scoring table (``table``), over anything but a
+    regular file (as root, over /dev/null itself)."""
     try:
         status = path.stat()
     except OSError:
         return  # nothing there yet, or nothing we could see: the write will tell
+    if table and not stat.S_ISREG(status.st_mode):
+        # Named as the table's place: "not a model file" sent the user to the model,
+        # which was fine (review 43).
+        what = "a directory" if stat.S_ISDIR(status.st_mode) else "not a regular file"
+        raise ModelFileError(
+            f"{path} is {what}, where the model's scoring table goes; move it away"
+        )
     if stat.S_ISDIR(status.st_mode):
         raise ModelFileError(f"{path} is a directory, not a model file")
     if not stat.S_ISREG(status.st_mode):
@@ -750,7 +757,7 @@ def _save_pair(spam_filter: SpamFilter, path: Path, mode: int | None) -> int:
     # tokens twice nor both write them.
     vocabulary_hashes(spam_filter.vocabulary)
     table_file = Path(table_path(path))
-    _refuse_other_than_a_file(table_file)  # before the model is replaced, not after
+    _refuse_other_than_a_file(table_file, table=True)  # before the model is replaced
     written: list[str] = []
     try:
         # The table is worked out in a thread while the model is written: both are

@@ -605,7 +605,13 @@ def test_a_folder_at_the_tables_path_leaves_the_old_model(tmp_path, sample_maild
     Path(table_path(model)).unlink()
     Path(table_path(model)).mkdir()
     result = run("train", "-m", model, "--spam", sample_maildir / "spam" / "new")
-    assert_one_line_error(result, "is a directory")
+    # Named as the table's place, not as a model (review 43).
+    assert_one_line_error(result, "is a directory, where the model's scoring table goes")
+    assert model.read_bytes() == before
+    Path(table_path(model)).rmdir()
+    os.mkfifo(table_path(model))
+    result = run("train", "-m", model, "--spam", sample_maildir / "spam" / "new")
+    assert_one_line_error(result, "is not a regular file, where the model's scoring table goes")
     assert model.read_bytes() == before
 
 
