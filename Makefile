@@ -19,6 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
+	mkdir -p $(dir $(DEMO_MODEL))
 	$(BIN)/spamnb train --new -m $(DEMO_MODEL) --spam $(SAMPLE)/spam --ham $(SAMPLE)/ham
 	$(BIN)/spamnb evaluate --spam $(SAMPLE)/spam --ham $(SAMPLE)/ham --test-size 0.3 --seed 1
 	$(BIN)/spamnb top-odds -m $(DEMO_MODEL) -n 10

@@ -519,6 +519,21 @@ def resolve_model_path(model_path: Path | None) -> Path:
     return model_path if model_path is not None else default_model_path()
 
 
+def refuse_a_missing_folder(path: Path, given: Path | None) -> None:
+    """Fail when a model named by -m, $SPAMNB_MODEL or merge's OUTPUT would go into a
+    folder that does not exist: a mistyped path made every folder on the way and a
+    fresh model there (review 43), as no other writer of a named file does.  Only the
+    default place ($XDG_DATA_HOME/spamnb) is made when missing."""
+    if given is None and not os.environ.get("SPAMNB_MODEL"):
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.lexists(folder):  # one that is there but no folder: save names it
+        raise fail(
+            f"cannot write {path}: there is no folder {folder} (spamnb makes only its "
+            "default folder; create it first if it is meant)"
+        )
+
+
 def load_filter(model_path: Path | None) -> tuple[SpamFilter, Path]:
     from .store import ModelFileError, load
 
@@ -1120,6 +1135,7 @@ def train(
     try:
         # Before the lock, which would leave its file (and folders) at a mistyped path.
         refuse_an_empty_model(new or model_status(path) is None)
+        refuse_a_missing_folder(path, model_path)
         with training_lock(path, trust=trusting(), on_wait=waiting_notice(path)):
             # Read, add and write under the lock, so concurrent trainers add up.
             fresh = new or model_status(path) is None
@@ -2799,6 +2815,7 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
                 raise fail(str(exc)) from None
 
     refuse_to_replace()
+    refuse_a_missing_folder(output, output)
     real_paths = [os.path.realpath(model) for model in models]
     if os.path.realpath(output) in real_paths:
         raise fail(f"{output} is also one of the models; write the merge to a new file")

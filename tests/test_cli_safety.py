@@ -38,9 +38,10 @@ def test_a_model_others_may_write_is_refused(model, sample_maildir):
     assert piped.exit_code == 3 and piped.stdout_bytes == message
 
 
-def test_a_model_in_a_folder_others_may_write_is_refused(tmp_path, sample_maildir):
+def test_a_model_in_a_folder_others_may_write_is_refused(tmp_path, sample_maildir, monkeypatch):
     # Whoever may write the folder can rename another file over the model.
     shared = tmp_path / "shared"
+    shared.mkdir()
     model = shared / "model.joblib"
     assert train_sample(model, sample_maildir).exit_code == 0
     message = sorted((sample_maildir / "ham" / "cur").iterdir())[0].read_bytes()
@@ -55,8 +56,12 @@ def test_a_model_in_a_folder_others_may_write_is_refused(tmp_path, sample_maildi
     assert_one_line_error(train_sample(fresh, sample_maildir), "others may write")
     assert not fresh.exists()
     deeper = shared / "new" / "sub" / "model.joblib"
-    assert_one_line_error(train_sample(deeper, sample_maildir), "others may write")
+    assert_one_line_error(train_sample(deeper, sample_maildir), "there is no folder")
     assert not (shared / "new").exists()  # no folder made where the model is refused
+    monkeypatch.setenv("XDG_DATA_HOME", str(shared / "data"))  # the default place
+    assert_one_line_error(run("train", "--spam", sample_maildir / "spam"), "others may write")
+    assert not (shared / "data").exists()
+    monkeypatch.delenv("XDG_DATA_HOME")
     assert train_sample(fresh, sample_maildir, "--trust-model").exit_code == 0
     # A folder above counts too; a sticky one (as /tmp) lets nobody rename another's file.
     shared.chmod(0o700)
@@ -88,6 +93,7 @@ def test_a_model_in_another_users_folder_is_refused(model, monkeypatch):
 def test_links_and_dot_dots_on_the_way_to_a_model_are_followed(tmp_path, sample_maildir):
     # Whoever may write a folder holding a link on the way can point it elsewhere.
     safe, shared, home = tmp_path / "safe", tmp_path / "shared", tmp_path / "home"
+    safe.mkdir()
     model = safe / "model.joblib"
     assert train_sample(model, sample_maildir).exit_code == 0
     shared.mkdir(mode=0o777)
@@ -120,6 +126,7 @@ def test_a_group_writable_folder_is_refused_unless_the_group_is_the_users_own(
     import pwd
 
     folder = tmp_path / "group"
+    folder.mkdir()
     model = folder / "model.joblib"
     assert train_sample(model, sample_maildir).exit_code == 0
     folder.chmod(0o770)
@@ -422,6 +429,25 @@ def test_paths_are_checked_by_spamnb_not_by_click(model, tmp_path, sample_maildi
         assert_one_line_error(result, said)
 
 
+def test_a_named_model_goes_only_into_a_folder_that_exists(
+    model, tmp_path, sample_maildir, monkeypatch
+):
+    # A mistyped -m made every folder on the way and a fresh model there (review 43).
+    typo = tmp_path / "typo" / "sub" / "model.joblib"
+    result = train_sample(typo, sample_maildir)
+    assert_one_line_error(result, "there is no folder", str(typo.parent))
+    assert_one_line_error(run("merge", "--force", typo, model, model), "there is no folder")
+    monkeypatch.setenv("SPAMNB_MODEL", str(typo))
+    assert_one_line_error(run("train", "--spam", sample_maildir / "spam"), "there is no folder")
+    assert not (tmp_path / "typo").exists()
+    # The default place is made, private.
+    monkeypatch.delenv("SPAMNB_MODEL")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert run("train", "--spam", sample_maildir / "spam").exit_code == 0
+    assert (tmp_path / "data" / "spamnb" / "model.joblib").is_file()
+    assert (tmp_path / "data" / "spamnb").stat().st_mode & 0o777 == 0o700
+
+
 def test_an_empty_path_is_named_as_empty(model, tmp_path, sample_maildir):
     # Path("") is the current folder: `-m ""` was refused as ". is a directory", and an
     # empty mail path as " does not exist", with nothing between the blanks (review 43).
@@ -626,6 +652,7 @@ def test_a_relative_model_path_is_checked_from_the_working_folder(
     # "-m model.joblib" is looked up in the working folder, which others may write
     # here: checked from "/" instead, it passed (review 12).
     folder = tmp_path / "open"
+    folder.mkdir()
     model = folder / "model.joblib"
     assert train_sample(model, sample_maildir).exit_code == 0
     folder.chmod(0o777)

@@ -424,6 +424,7 @@ def test_weights_and_cutoffs_must_be_finite(tmp_path, sample_maildir, option, va
 
 
 def test_labels_are_shown_literally_not_as_markup(tmp_path, sample_maildir):
+    (tmp_path / "m[").mkdir()
     result = run(
         "train",
         "-m",
