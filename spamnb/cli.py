@@ -200,21 +200,25 @@ def fail(message: str) -> click.ClickException:
 
 # Paths are checked where they are opened, each failure a line of its own: click's own
 # checks (readable, not a folder) end in a usage message of three lines and status 2.
-class _ModelPath(click.Path):
-    """A model file's path, never empty: Path("") is the current folder, and `-m ""`
-    was refused as ". is a directory", a folder nobody named (review 43)."""
+class _GivenPath(click.Path):
+    """A path that may not be empty: Path("") is the current folder, and `-m ""` was
+    refused as ". is a directory", a folder nobody named (review 43)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(path_type=Path, readable=False)
+        self.what = what
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value:
             if isinstance(param, click.Option):
-                what = param.opts[-1]
+                name = param.opts[-1]
             else:
-                what = param.human_readable_name if param is not None else "a model path"
-            raise fail(f"{what} is empty; give a model file's path")
+                name = param.human_readable_name if param is not None else "a path"
+            raise fail(f"{name} is empty; give {self.what}")
         return super().convert(value, param, ctx)
 
 
-MODEL_PATH = _ModelPath(path_type=Path, readable=False)
+MODEL_PATH = _GivenPath("a model file's path")
 
 
 def _output_file(ctx: click.Context, param: click.Parameter, value: str | None) -> Path | None:
@@ -524,9 +528,17 @@ def refuse_a_missing_folder(path: Path, given: Path | None) -> None:
     folder that does not exist: a mistyped path made every folder on the way and a
     fresh model there (review 43), as no other writer of a named file does.  Only the
     default place ($XDG_DATA_HOME/spamnb) is made when missing."""
+    from .paths import default_model_file
+
     if given is None and not os.environ.get("SPAMNB_MODEL"):
         return
-    folder = os.path.dirname(os.path.abspath(path))
+    # Where the model would be written: a link's target (a link to a folder on a drive
+    # not mounted, or to a mistyped path, would have had it made; review 44).
+    real = os.path.realpath(path)
+    environ = {name: value for name, value in os.environ.items() if name != "SPAMNB_MODEL"}
+    if real == os.path.realpath(default_model_file(environ)):
+        return  # the default place, named
+    folder = os.path.dirname(real)
     if not os.path.lexists(folder):  # one that is there but no folder: save names it
         raise fail(
             f"cannot write {path}: there is no folder {folder} (spamnb makes only its "
@@ -600,20 +612,27 @@ def warn_if_settings_dropped(path: Path, scoring: Mapping[str, Any]) -> None:
     The settings are fixed when a model is created, and --new creates one from the
     options given: a nightly `train --new` that leaves out --cjk-pairs would otherwise
     turn the pairs off for good without a word.  The old settings come from the
-    scoring table beside the model (a read of its header); without a current table
-    nothing is said, since the model being replaced may not load at all.
+    scoring table beside the model (a read of its header), else from the model itself
+    (a model without a spam class has no table; review 44); a model that does not
+    load is replaced without a word, as before.
     """
     from .paths import ModelFileError, table_path
+    from .store import load
     from .table import TableScorer, open_table
 
     real = os.path.realpath(path)
+    old: TokenizerSettings | None = None
     try:
         table, state = open_table(real, table_path(real), trust=trusting())
-        if table is None or state != "current":
-            return
-        old = TableScorer(table).settings
+        if table is not None and state == "current":
+            old = TableScorer(table).settings
     except (ModelFileError, KeyError, IndexError, TypeError, ValueError):
-        return
+        pass
+    if old is None:
+        try:
+            old = load(path, trust=trusting()).settings
+        except ModelFileError:
+            return
     given = tokenizer_options(scoring)
     settings = fresh_settings(scoring)
     for name in TOKENIZER_OPTIONS:
@@ -1801,7 +1820,7 @@ def explanation_lines(explanation: Mapping[str, Any], spam_filter: SpamFilter) -
 @click.option(
     "--index",
     "index_path",
-    type=click.Path(path_type=Path, readable=False),
+    type=_GivenPath("the index file's path"),
     help="With --online: a TREC index file (lines 'spam PATH', paths relative to it) giving "
     "the labels and the order.",
 )
@@ -2382,7 +2401,7 @@ def parse_option_sets(text: str, scoring: Mapping[str, Any]) -> list[Any]:
         # "+" joins words as a blank does (no quoting needed), but not as a number's
         # sign: "k=+1" is k of +1 (split there, the value was named "k="; review 43),
         # and "k=1e+2" is 100.
-        words = [word for word in re.split(r"\s+|(?<![=\d][eE])(?<!=)\+", part) if word]
+        words = [word for word in re.split(r"\s+|(?<![\d.][eE])(?<!=)\+", part) if word]
         if not words:
             raise fail(f"--compare: empty option set in {text!r}")
         options: dict[str, Any] = {}

@@ -233,7 +233,11 @@ def insert_header(message: bytes, name: str, value: str, *, complete: bool = Tru
     # ("X-Lo"; review 43 found the header put before it, inside the block).
     unfinished = b"\n" not in message[at:] and header_continues(message)
     if not complete and (at >= len(message) or unfinished):
-        at = message.find(b"\n") + 1 if message.startswith(b"From ") else 0
+        if message.startswith(b"From "):
+            at = message.find(b"\n") + 1
+        else:
+            # After a byte-order mark, as header_block_end reads the header after it.
+            at = len(codecs.BOM_UTF8) if message.startswith(codecs.BOM_UTF8) else 0
         # The mail's line end, as header_insertion finds it: ``line`` may start with
         # one instead of ending in it (the part read ends inside a line), and read
         # from its end gave CRLF mail a bare line feed (review 12).

@@ -407,7 +407,8 @@ def refuse_to_replace_a_non_model(path: Path) -> None:
         return
     finally:
         os.close(descriptor)
-    if not start or start.startswith(FILE_MAGIC) or start.startswith(_PICKLE_START):
+    # A model cut short inside its magic is damaged too; so is an empty file.
+    if FILE_MAGIC.startswith(start) or start.startswith(_PICKLE_START):
         return
     raise ModelFileError(
         f"{path} is not a spamnb model, and only a model is replaced; move it away "

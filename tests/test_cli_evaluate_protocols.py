@@ -328,6 +328,7 @@ def test_compare_errors(sample_maildir):
         ("boolean,k= 1", "'k= 1': k= needs a value"),
         ("k=+1,k=1", "'k=+1' and 'k=1' are the same settings"),
         ("k=1e+2,k=100", "'k=1e+2' and 'k=100' are the same settings"),
+        ("k=2.e+1,k=20", "'k=2.e+1' and 'k=20' are the same settings"),
         ("boolean+min-count=+2,boolean+min-count=2", "are the same settings"),
     ):
         result = run(*sample_args(sample_maildir), "--compare", text)

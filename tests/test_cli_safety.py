@@ -440,12 +440,25 @@ def test_a_named_model_goes_only_into_a_folder_that_exists(
     monkeypatch.setenv("SPAMNB_MODEL", str(typo))
     assert_one_line_error(run("train", "--spam", sample_maildir / "spam"), "there is no folder")
     assert not (tmp_path / "typo").exists()
-    # The default place is made, private.
+    # Nor through a link to a folder that is not there, or to a file in one (review 44).
+    (tmp_path / "linked").symlink_to(tmp_path / "unmounted" / "mail")
+    (tmp_path / "model-link").symlink_to(tmp_path / "typo" / "model.joblib")
+    for given in (tmp_path / "linked" / "model.joblib", tmp_path / "model-link"):
+        assert_one_line_error(train_sample(given, sample_maildir), "there is no folder")
+    assert not (tmp_path / "unmounted").exists() and not (tmp_path / "typo").exists()
+    # The default place is made, private, and also when it is named (review 44).
     monkeypatch.delenv("SPAMNB_MODEL")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
     assert run("train", "--spam", sample_maildir / "spam").exit_code == 0
     assert (tmp_path / "data" / "spamnb" / "model.joblib").is_file()
     assert (tmp_path / "data" / "spamnb").stat().st_mode & 0o777 == 0o700
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "other"))
+    named = tmp_path / "other" / "spamnb" / "model.joblib"
+    assert train_sample(named, sample_maildir).exit_code == 0
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "third"))
+    monkeypatch.setenv("SPAMNB_MODEL", str(tmp_path / "third" / "spamnb" / "model.joblib"))
+    assert run("train", "--spam", sample_maildir / "spam").exit_code == 0
+    assert (tmp_path / "third" / "spamnb" / "model.joblib").is_file()
 
 
 def test_an_empty_path_is_named_as_empty(model, tmp_path, sample_maildir):
@@ -460,6 +473,7 @@ def test_an_empty_path_is_named_as_empty(model, tmp_path, sample_maildir):
         (["classify", "-m", model, ""], "a mail path is empty"),
         (["evaluate", "--spam", "", "--ham", ham, "--folds", "2"], "a mail path is empty"),
         (["tune", "--spam", spam, "--ham", ""], "a mail path is empty"),
+        (["evaluate", "--online", "--index", ""], "--index is empty"),
     ):
         result = run(*command)
         assert result.exit_code == 1
@@ -556,6 +570,9 @@ def test_only_a_damaged_model_is_offered_replacing(model, sample_maildir):
     assert_one_line_error(train_sample(model, sample_maildir, "--new"), "only a model is replaced")
     assert model.read_bytes() == b"not a model at all"
     model.write_bytes(damaged)
+    assert train_sample(model, sample_maildir, "--new").exit_code == 0
+    assert load(model).classes
+    model.write_bytes(model.read_bytes()[:10])  # cut inside its magic (review 44)
     assert train_sample(model, sample_maildir, "--new").exit_code == 0
     assert load(model).classes
 

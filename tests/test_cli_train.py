@@ -702,6 +702,18 @@ def test_train_new_says_which_settings_of_the_replaced_model_it_drops(tmp_path, 
     assert "give --no-word-pairs to keep" in dropped.stderr
     # Nothing changes: nothing said.
     assert run("train", "-m", model, "--new", *mail).stderr == ""
+    # Without its scoring table (a model without a spam class has none), the model
+    # itself tells (review 44).
+    labels = (
+        "--label",
+        f"news={sample_maildir / 'spam'}",
+        "--label",
+        f"other={sample_maildir / 'ham'}",
+    )
+    run("train", "-m", model, "--new", "--cjk-pairs", *labels)
+    assert not Path(f"{model}.table").exists()
+    dropped = run("train", "-m", model, "--new", *labels)
+    assert "Chinese and Japanese pairs on; the new one has them off" in dropped.stderr
     # A damaged model is replaced as before, without a word about its settings.
     model.write_bytes(model.read_bytes()[:100])
     replaced = run("train", "-m", model, "--new", *mail)

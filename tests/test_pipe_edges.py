@@ -58,6 +58,12 @@ def test_a_cut_anywhere_in_a_long_header_puts_the_verdict_first(model):
         assert status in (0, 1, 2), err
         assert out.startswith(b"X-Spamnb: "), (max_size, out[:80])
         assert without_added_header(out, message)
+    # After a byte-order mark, which a mail reader reads the header after (review 44).
+    bom = b"\xef\xbb\xbf"
+    for max_size in range(10, 60, 3):
+        status, out, err = piped(bom + message, model, max_size)
+        assert out.startswith(bom + b"X-Spamnb: "), (max_size, out[:80])
+        assert without_added_header(out, bom + message)
 
 
 def test_the_body_past_max_size_is_not_renamed(model):
