@@ -346,7 +346,7 @@ def _check_consistent(
     """Refuse a payload whose parts disagree, before it can fail later in scoring."""
     n_classes, n_features = len(model.classes), len(vocabulary)
     if not isinstance(tokens, list) or len(tokens) != n_features:
-        # Vocabulary.from_tokens drops repeats, so a repeated token shows here too.
+        # (Vocabulary.from_tokens has refused repeated tokens already.)
         raise ValueError("vocabulary has repeated or missing tokens")
     if not _all_text(tokens):
         raise ValueError("vocabulary holds non-text tokens")

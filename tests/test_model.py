@@ -575,6 +575,21 @@ def test_log_sum_exp_matches_scipys():
     assert np.array_equal(log_sum_exp(np.zeros((2, 0))), [-np.inf, -np.inf])
 
 
+def test_a_batch_mapped_onto_a_vocabulary_keeps_its_first_column():
+    # Tokens the vocabulary lacks are dropped; the one in column 0 is not one of them.
+    from spamnb.counts import local_counts, to_vocabulary
+
+    vocabulary = Vocabulary.from_tokens(["t0", "t1"])
+    matrix = to_vocabulary(local_counts([["t0", "new"], ["t1", "t0", "t0"]]), vocabulary,
+                           grow=False)  # fmt: skip
+    assert matrix.toarray().tolist() == [[1.0, 0.0], [2.0, 1.0]]
+
+
+def test_a_vocabulary_of_repeated_tokens_is_refused():
+    with pytest.raises(ValueError, match="repeated"):
+        Vocabulary.from_tokens(["a", "b", "a"])
+
+
 def test_growing_counts_keep_the_vocabulary_in_first_seen_order():
     vocabulary = Vocabulary(["old", "known"])
     X = count_matrix([["new", "old", "other"], ["known", "last", "new"]], vocabulary, grow=True)

@@ -87,6 +87,13 @@ def test_split_hand_counts() -> None:
     assert len(train) == 12
 
 
+def test_split_rounds_to_the_nearest_count_not_down() -> None:
+    # 0.27 of 10 is 2.7: three of each class, where truncating would give two.
+    labels = ["a"] * 10 + ["b"] * 10
+    _, test = stratified_split(labels, 0.27, seed=0)
+    assert Counter(labels[i] for i in test) == {"a": 3, "b": 3}
+
+
 def test_split_rounding_and_clamping() -> None:
     labels = ["a"] * 2 + ["b"] * 5 + ["c"] * 7
     _, test = stratified_split(labels, 0.1, seed=3)

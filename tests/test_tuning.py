@@ -264,6 +264,13 @@ def test_cutoffs_on_hand_made_scores():
     assert [row["fp_rate"] for row in rows] == [0.0, 0.25, 0.5, 0.7]
 
 
+def test_a_score_exactly_at_a_cutoff_is_above_it_on_the_test_part():
+    # As classify files it: Spam at or above the spam cut-off.
+    rows = cutoffs_on([{"fp_rate": 0.0, "cutoff": 0.5}], np.array([0.5, 0.5, 0.4]),
+                      np.array([True, False, False]))  # fmt: skip
+    assert (rows[0]["spam_caught"], rows[0]["ham_above"]) == (1, 1)
+
+
 def test_cutoffs_with_tied_ham_allow_fewer_than_the_rate():
     scores = np.array([0.5, 0.5, 0.5, 0.1, 0.7, 0.4])
     is_spam = np.array([False, False, False, False, True, True])
