@@ -442,8 +442,8 @@ def copies_warning(copies: Mapping[str, int]) -> dict[str, str] | None:
     )
     return {
         "kind": "copies",
-        "message": f"{copies['copies']:,} messages were copies of others (the same Message-ID "
-        f"and body), and each message was used once{also}",
+        "message": f"{copies['copies']:,} messages were copies of others (the same Message-ID, "
+        f"or Subject where there is none, and body), and each message was used once{also}",
     }
 
 
