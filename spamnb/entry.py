@@ -268,9 +268,13 @@ class _WholeWriter(io.RawIOBase):
         done = 0
         while done < len(view):
             try:
-                done += os.write(self._fd, view[done:])
+                written = os.write(self._fd, view[done:])
             except BlockingIOError:
                 import select
 
                 select.select([], [self._fd], [])
+                continue
+            if not written:  # no progress and no error: an error rather than a hang
+                raise OSError(5, "nothing could be written")  # EIO
+            done += written
         return done

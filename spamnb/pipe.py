@@ -231,8 +231,9 @@ def insert_header(message: bytes, name: str, value: str, *, complete: bool = Tru
     # The block's end is not in the part read when it runs to the end, or when it stops
     # only at an unfinished last line, which a cut inside a field's name leaves
     # ("X-Lo"; review 43 found the header put before it, inside the block).
-    unfinished = b"\n" not in message[at:] and header_continues(message)
-    if not complete and (at >= len(message) or unfinished):
+    if not complete and (
+        at >= len(message) or (message.find(b"\n", at) < 0 and header_continues(message))
+    ):
         if message.startswith(b"From "):
             at = message.find(b"\n") + 1
         else:
