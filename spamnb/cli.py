@@ -530,14 +530,14 @@ def refuse_a_missing_folder(path: Path, given: Path | None) -> None:
     default place ($XDG_DATA_HOME/spamnb) is made when missing."""
     from .paths import default_model_file
 
-    if given is None and not os.environ.get("SPAMNB_MODEL"):
-        return
     # Where the model would be written: a link's target (a link to a folder on a drive
     # not mounted, or to a mistyped path, would have had it made; review 44).
     real = os.path.realpath(path)
     environ = {name: value for name, value in os.environ.items() if name != "SPAMNB_MODEL"}
-    if real == os.path.realpath(default_model_file(environ)):
-        return  # the default place, named
+    default = default_model_file(environ)
+    named = given is not None or bool(os.environ.get("SPAMNB_MODEL"))
+    if (not named or real == os.path.realpath(default)) and not os.path.islink(default):
+        return  # the default place, named or not, whose folders spamnb makes
     folder = os.path.dirname(real)
     if not os.path.lexists(folder):  # one that is there but no folder: save names it
         raise fail(

@@ -234,11 +234,11 @@ def insert_header(message: bytes, name: str, value: str, *, complete: bool = Tru
     if not complete and (
         at >= len(message) or (message.find(b"\n", at) < 0 and header_continues(message))
     ):
-        if message.startswith(b"From "):
-            at = message.find(b"\n") + 1
-        else:
-            # After a byte-order mark, as header_block_end reads the header after it.
-            at = len(codecs.BOM_UTF8) if message.startswith(codecs.BOM_UTF8) else 0
+        # After a byte-order mark, as header_block_end reads the header after it, and
+        # after an envelope line (review 47: one after a mark got the verdict before it).
+        at = len(codecs.BOM_UTF8) if message.startswith(codecs.BOM_UTF8) else 0
+        if message.startswith(b"From ", at):
+            at = message.find(b"\n", at) + 1
         # The mail's line end, as header_insertion finds it: ``line`` may start with
         # one instead of ending in it (the part read ends inside a line), and read
         # from its end gave CRLF mail a bare line feed (review 12).

@@ -447,6 +447,14 @@ def test_an_output_cut_short_by_a_file_size_limit_is_a_one_line_error(model, tmp
     assert output.read_bytes() == whole[:limit]
 
 
+def test_a_write_of_nothing_is_an_error_not_a_hang(monkeypatch):
+    from spamnb import entry
+
+    monkeypatch.setattr(entry.os, "write", lambda fd, data: 0)
+    with pytest.raises(OSError, match="nothing could be written"):
+        entry._WholeWriter(1).write(b"report")
+
+
 def test_a_closed_standard_output_is_a_one_line_error(model, sample_maildir):
     done = subprocess.run(
         [sys.executable, "-m", "spamnb", "classify", "-m", str(model), str(sample_maildir / "ham")],

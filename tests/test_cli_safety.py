@@ -455,6 +455,12 @@ def test_a_named_model_goes_only_into_a_folder_that_exists(
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "other"))
     named = tmp_path / "other" / "spamnb" / "model.joblib"
     assert train_sample(named, sample_maildir).exit_code == 0
+    # A link in the default place is followed like any other (review 47).
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "fourth"))
+    (tmp_path / "fourth" / "spamnb").mkdir(parents=True)
+    (tmp_path / "fourth" / "spamnb" / "model.joblib").symlink_to(tmp_path / "gone" / "m.joblib")
+    assert_one_line_error(run("train", "--spam", sample_maildir / "spam"), "there is no folder")
+    assert not (tmp_path / "gone").exists()
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "third"))
     monkeypatch.setenv("SPAMNB_MODEL", str(tmp_path / "third" / "spamnb" / "model.joblib"))
     assert run("train", "--spam", sample_maildir / "spam").exit_code == 0

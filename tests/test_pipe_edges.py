@@ -58,12 +58,18 @@ def test_a_cut_anywhere_in_a_long_header_puts_the_verdict_first(model):
         assert status in (0, 1, 2), err
         assert out.startswith(b"X-Spamnb: "), (max_size, out[:80])
         assert without_added_header(out, message)
-    # After a byte-order mark, which a mail reader reads the header after (review 44).
+    # After a byte-order mark, which a mail reader reads the header after (review 44),
+    # and after an envelope line that follows one (review 47).
     bom = b"\xef\xbb\xbf"
+    envelope = b"From a@b Mon Jan  1 00:00:00 2024\n"
     for max_size in range(10, 60, 3):
         status, out, err = piped(bom + message, model, max_size)
         assert out.startswith(bom + b"X-Spamnb: "), (max_size, out[:80])
         assert without_added_header(out, bom + message)
+    for max_size in range(len(bom + envelope) + 5, 200, 7):
+        status, out, err = piped(bom + envelope + message, model, max_size)
+        assert out.startswith(bom + envelope + b"X-Spamnb: "), (max_size, out[:80])
+        assert without_added_header(out, bom + envelope + message)
 
 
 def test_the_body_past_max_size_is_not_renamed(model):
