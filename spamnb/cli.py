@@ -343,32 +343,39 @@ SCORING_OPTIONS = (
 SCORING_OPTIONS += TOKENIZER_OPTIONS
 
 
+# The tokenizer's options as their help lists them: each is fixed when a model is made.
+_TOKENIZER_OPTION_DECLARATIONS: tuple[tuple[str, dict[str, Any], str], ...] = (
+    (
+        "--word-pairs/--no-word-pairs",
+        {"default": None},
+        "Tokenize pairs of adjacent words too; fixed when a model is created [on].",
+    ),
+    (
+        "--cjk-pairs/--no-cjk-pairs",
+        {"default": None},
+        "Read Chinese and Japanese text, written without spaces, as overlapping pairs of "
+        "characters: for mail mostly in those languages; fixed when a model is created [off].",
+    ),
+    (
+        "--max-bytes",
+        {"type": click.IntRange(min=0)},
+        "Tokenize only the first this many bytes of a larger message (0: all); fixed when a "
+        "model is created [1,048,576].",
+    ),
+    (
+        "--max-tokens",
+        {"type": click.IntRange(min=0)},
+        "Keep at most this many tokens of a message (0: all); fixed when a model is created "
+        "[50,000].",
+    ),
+)
+
+
 def with_tokenizer_options(command: Callable) -> Callable:
     """The tokenizer's options, each passed to the command by its own name."""
-    command = click.option(
-        "--max-tokens",
-        type=click.IntRange(min=0),
-        help="Keep at most this many tokens of a message (0: all); fixed when a model is "
-        "created [50,000].",
-    )(command)
-    command = click.option(
-        "--max-bytes",
-        type=click.IntRange(min=0),
-        help="Tokenize only the first this many bytes of a larger message (0: all); fixed "
-        "when a model is created [1,048,576].",
-    )(command)
-    command = click.option(
-        "--cjk-pairs/--no-cjk-pairs",
-        default=None,
-        help="Read Chinese and Japanese text, written without spaces, as overlapping "
-        "pairs of characters: for mail mostly in those languages; fixed when a model is "
-        "created [off].",
-    )(command)
-    command = click.option(
-        "--word-pairs/--no-word-pairs",
-        default=None,
-        help="Tokenize pairs of adjacent words too; fixed when a model is created [on].",
-    )(command)
+    # click lists a command's options in the reverse of the order they are applied.
+    for declaration, settings, help_text in reversed(_TOKENIZER_OPTION_DECLARATIONS):
+        command = click.option(declaration, help=help_text, **settings)(command)
     return command
 
 
