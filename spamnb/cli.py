@@ -761,7 +761,7 @@ def forget_streaming(
                 if digest in seen:
                     continue  # a copy: one message, forgotten once
                 seen.add(digest)
-                if older is not None:
+                if older:
                     spam_filter.adopt_digests({digest: older})
                 if digest in spam_filter.trained:
                     known.append(item.data)

@@ -93,17 +93,26 @@ class SpamFilter:
     # (see adopt_digests), old -> now: another model may still know it by the old one,
     # and merging must see that the two hold the same message.
     retired_digests: dict[str, str] = field(default_factory=dict)
+    # Whether the model may know a message by a digest that reads its CRLFs as LFs
+    # (since format 7; see mail.message_digests), which a spamnb of format 5 or 6
+    # would take for new mail: such a model is saved as format 7, which it refuses.
+    crlf_digests: bool = False
 
-    def adopt_digests(self, older: Mapping[str, str]) -> None:
-        """Know each message by its digest now, where the model knows it by ``older[it]``
-        (see mail.message_digests): the model keeps it as known, its label and its copies
-        in the mistake table, and remembers the digest it had."""
-        for digest, old in older.items():
-            if old in self.trained and digest not in self.trained:
-                self.trained[digest] = self.trained.pop(old)
-                self.retired_digests[old] = digest
-                if old in self.mistake_copies:
-                    self.mistake_copies[digest] = self.mistake_copies.pop(old)
+    def adopt_digests(self, older: Mapping[str, Sequence[str]]) -> None:
+        """Know each message by its digest now, where the model knows it by one of
+        ``older[it]`` (see mail.message_digests): the model keeps it as known, its label
+        and its copies in the mistake table, and remembers the digest it had."""
+        trained = self.trained
+        for digest, olds in older.items():
+            if digest in trained:
+                continue
+            for old in olds:
+                if old in trained:
+                    trained[digest] = trained.pop(old)
+                    self.retired_digests[old] = digest
+                    if old in self.mistake_copies:
+                        self.mistake_copies[digest] = self.mistake_copies.pop(old)
+                    break
 
     def live_retired_digests(self) -> dict[str, str]:
         """:attr:`retired_digests` of the messages the model still holds."""
@@ -113,8 +122,11 @@ class SpamFilter:
     def label_of(self, data: bytes) -> str | None:
         """The class the model learnt the raw message ``data`` in, or None."""
         digest, older = message_digests(data)
-        label = self.trained.get(digest)
-        return self.trained.get(older) if label is None and older is not None else label
+        for known_as in (digest, *older):
+            label = self.trained.get(known_as)
+            if label is not None:
+                return label
+        return None
 
     def __setattr__(self, name: str, value: Any) -> None:
         object.__setattr__(self, name, value)

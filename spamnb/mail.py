@@ -243,16 +243,20 @@ _ESCAPED_FROM = re.compile(rb"^>+(?=From )", re.M)
 _UNESCAPED_FROM = re.compile(rb"^(?=From )", re.M)
 
 
-def message_digests(data: bytes) -> tuple[str, str | None]:
-    """:func:`message_digest`, and the digest spamnb gave the message before the body
-    was read as stored in both forms, when that differs (else None), so that mail
-    trained then is still known.
+def message_digests(data: bytes) -> tuple[str, tuple[str, ...]]:
+    """:func:`message_digest`, and the digests earlier spamnb gave the same message
+    where they differ, so that mail trained then is still known (empty when none).
 
     The same message in a file and in an mbox differs in its body: a line starting
     "From " is written ">From " in the mbox, and the body's end gets a line end or a
     blank line more there.  Digested as it came, a message moved between the two forms
     was learnt again under its new label rather than moved, and counted in both classes.
     So the digest reads such lines without their ">" and the body to one line end.
+    The same holds for line ends: a copy saved by a program that writes CRLF (a mail
+    client's "this is spam" button, a mailbox from Windows) is the same message as
+    the LF copy delivered to a Maildir (review 50 found them learnt under both labels).
+    So the body is digested with its CRLFs read as LFs; until model format 7 they were
+    kept.
     """
     import hashlib
 
@@ -263,7 +267,7 @@ def message_digests(data: bytes) -> tuple[str, str | None]:
     stored = _ESCAPED_FROM.sub(b"", body) if b"From " in body else body
     text = stored.rstrip(b"\r\n")
     if text:
-        # The line end the body has (kept, so that CRLF mail keeps its digest), or one.
+        # The line end the body has (kept in the digest before format 7), or one.
         stored = text + (b"\r\n" if stored[len(text) :].startswith(b"\r\n") else b"\n")
     identity = message_id(data)
     if identity is None:
@@ -272,16 +276,32 @@ def message_digests(data: bytes) -> tuple[str, str | None]:
         # different messages; a client rewriting the Subject is the lesser risk.
         identity = "subject:" + (subject_line(data[:end]) or "")
     identity_bytes = identity.encode("utf-8", "replace") + b"\0"
-    digest = hashlib.blake2b(identity_bytes + stored, digest_size=16).hexdigest()
+
+    def digest_of(text: bytes) -> str:
+        return hashlib.blake2b(identity_bytes + text, digest_size=16).hexdigest()
+
+    with_crlf = b"\r\n" in stored
+    digest = digest_of(stored.replace(b"\r\n", b"\n") if with_crlf else stored)
+    # The digest of formats 5 and 6, which kept the body's CRLFs.
+    older = (digest_of(stored),) if with_crlf else ()
     if stored != body:
-        return digest, hashlib.blake2b(identity_bytes + body, digest_size=16).hexdigest()
+        return digest, (*older, digest_of(body))
     if b"From " in body and _UNESCAPED_FROM.search(body):
-        # Given as a file, as it is: a spamnb before this digest that learnt it from an
+        # Given as a file, as it is: a spamnb before format 5 that learnt it from an
         # mbox digested it as the mbox stores it, its "From " lines written ">From ".
         # (A body that also has ">From " lines as given is known by that form only.)
         escaped = _UNESCAPED_FROM.sub(b">", body)
-        return digest, hashlib.blake2b(identity_bytes + escaped, digest_size=16).hexdigest()
-    return digest, None
+        return digest, (*older, digest_of(escaped))
+    return digest, older
+
+
+def digest_changed_in_format_7(data: bytes) -> bool:
+    """Whether a spamnb of model format 5 or 6 digests ``data`` otherwise (see
+    :func:`message_digests`): its body has a CRLF.  It may err towards true, as it
+    only decides which format a model is saved in."""
+    from .pipe import header_block_end
+
+    return b"\r\n" in data and b"\r\n" in data[header_block_end(data) :].lstrip(b"\r\n")
 
 
 def subject_line(header_block: bytes) -> str | None:

@@ -120,6 +120,7 @@ def merge_filters(filters: Sequence[SpamFilter]) -> SpamFilter:
         mistakes=mistakes,
         mistake_copies=mistake_copies,
         retired_digests=retired,
+        crlf_digests=any(f.crlf_digests for f in filters),
     )
     merged.calibration = _calibration(filters, merged)
     return merged

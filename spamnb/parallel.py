@@ -94,7 +94,7 @@ class BatchCounts:
     # A batch tokenized for a process that keeps the tokens (see tokenize_batch).
     token_lists: list[list[str]] | None = None
     # Digests that were a message's before (see mail.message_digests), by its digest.
-    older_digests: dict[str, str] | None = None
+    older_digests: dict[str, tuple[str, ...]] | None = None
 
     def in_vocabulary(self, vocabulary: Vocabulary, *, grow: bool) -> sp.csr_matrix:
         """The counts with the columns of ``vocabulary`` (see :func:`to_vocabulary`)."""
@@ -160,7 +160,7 @@ def tokenize_batch(
 
 def _digests(
     messages: Sequence[bytes], wanted: bool
-) -> tuple[list[str] | None, dict[str, str] | None]:
+) -> tuple[list[str] | None, dict[str, tuple[str, ...]] | None]:
     """Each message's digest, and the older digests of those that had others."""
     if not wanted:
         return None, None
@@ -170,7 +170,7 @@ def _digests(
     for data in messages:
         digest, old = message_digests(data)
         digests.append(digest)
-        if old is not None:
+        if old:
             older[digest] = old
     return digests, older or None
 

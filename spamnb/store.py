@@ -72,8 +72,13 @@ FORMAT_NAME = "spamnb-model"
 # next training counted it again, with nothing said.  Version 6 is written only for a
 # model with a tokenizer setting version 5 lacks (cjk_pairs): an older spamnb drops
 # settings it does not know, so it tokenized such a model without them, and its next
-# save left them out for good.  Other models stay version 5, which older spamnb reads.
-FORMAT_VERSION = 6
+# save left them out for good.  Version 7 is written only for a model that may know a
+# message by the digest that reads CRLFs as LFs (SpamFilter.crlf_digests): a spamnb of
+# version 5 or 6 would take it for new mail.  Other models stay version 5, which older
+# spamnb reads.
+FORMAT_VERSION = 7
+_FORMAT_FOR_CRLF_DIGESTS = 7
+_FORMAT_FOR_CJK_PAIRS = 6
 _FORMAT_FOR_OLD_READERS = 5
 # PNG's trick: the high byte and the line ends show a file mangled by a text-mode copy.
 FILE_MAGIC = b"\x89SPAMNB-MODEL\r\n\x1a\n"
@@ -177,7 +182,9 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
     return {
         "format": FORMAT_NAME,
         "format_version": (
-            FORMAT_VERSION
+            _FORMAT_FOR_CRLF_DIGESTS
+            if spam_filter.crlf_digests
+            else _FORMAT_FOR_CJK_PAIRS
             if spam_filter.settings.unknown_to_old_readers()
             else _FORMAT_FOR_OLD_READERS
         ),
@@ -195,6 +202,8 @@ def to_payload(spam_filter: SpamFilter) -> dict[str, Any]:
         "trained": _pack_trained(spam_filter.trained, spam_filter.model.classes),
         # Since format 5; older files have none.
         "retired_digests": _pack_retired(spam_filter.live_retired_digests()),
+        # Since format 7, and only in files of that format (see FORMAT_VERSION).
+        **({"crlf_digests": True} if spam_filter.crlf_digests else {}),
         "mistakes": {
             **spam_filter.mistakes.to_state(len(spam_filter.classes), n_features),
             "digests": pack_strings(list(spam_filter.mistake_copies)),
@@ -296,10 +305,18 @@ def from_payload(payload: object, path: Path, *, checksummed: bool = True) -> Sp
             mistakes=mistakes,
             mistake_copies=mistake_copies,
             retired_digests=_unpack_retired(payload.get("retired_digests"), trained),
+            crlf_digests=_crlf_digests(payload, version),
         )
     except (KeyError, TypeError, ValueError, AttributeError, OverflowError, IndexError) as exc:
         detail = " ".join(str(exc).split())[:200]
         raise NotAModelError(f"{path} is a damaged spamnb model file ({detail})") from None
+
+
+def _crlf_digests(payload: dict[str, Any], version: int) -> bool:
+    crlf = payload.get("crlf_digests", False)
+    if type(crlf) is not bool or (crlf and version < _FORMAT_FOR_CRLF_DIGESTS):
+        raise ValueError(f"the record of CRLF digests is {crlf!r} in format {version}")
+    return crlf
 
 
 def _unpack_mistakes(

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .counts import cut_flags
+from .mail import digest_changed_in_format_7
 from .parallel import BatchCounts, counted_in_order, default_jobs, in_background, started
 
 if TYPE_CHECKING:
@@ -404,6 +405,11 @@ def _learn_batch(
         this_run[digest] = labels[i]
     if rows:
         sample.add(X[rows], [labels[i] for i in rows], [counts.digests[i] for i in rows])
+    if not spam_filter.crlf_digests:
+        spam_filter.crlf_digests = any(
+            digest_changed_in_format_7(data) and digest in spam_filter.trained
+            for data, digest in zip(batch_messages, counts.digests, strict=True)
+        )
 
 
 # glibc's mallopt parameters: the size from which a block gets pages of its own, and

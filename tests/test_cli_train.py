@@ -731,7 +731,13 @@ def test_an_older_spamnb_refuses_a_model_of_chinese_and_japanese_pairs(
     # An older spamnb drops settings it does not know: it would tokenize the model
     # without its pairs and save it so.  The model and its table say they are newer.
     plain, paired = tmp_path / "plain.joblib", tmp_path / "paired.joblib"
-    mail = ("--spam", sample_maildir / "spam", "--ham", sample_maildir / "ham")
+    # The sample's ham less its CRLF message, which would make the plain model format 7.
+    ham = tmp_path / "ham"
+    ham.mkdir()
+    for message in (sample_maildir / "ham").glob("*/*"):
+        if b"\r\n" not in message.read_bytes():
+            shutil.copy(message, ham)
+    mail = ("--spam", sample_maildir / "spam", "--ham", ham)
     run("train", "-m", plain, *mail)
     run("train", "-m", paired, "--cjk-pairs", *mail)
     assert run_json("info", "-m", plain)["format_version"] == 5
@@ -997,8 +1003,7 @@ def test_a_message_moved_from_a_folder_to_an_mbox_is_moved_not_learnt_again(
     # A model that learnt the message under the digest of spamnb before knows it still,
     # and from then on by the new one.
     run_json("train", "-m", model, "--ham", folder, "--json")
-    digest, older = message_digests(data)
-    assert older is not None
+    digest, [older] = message_digests(data)
     spam_filter = load(model)
     spam_filter.trained[older] = spam_filter.trained.pop(digest)
     if digest in spam_filter.mistake_copies:
@@ -1008,6 +1013,46 @@ def test_a_message_moved_from_a_folder_to_an_mbox_is_moved_not_learnt_again(
     assert (again["learned"], again["known"]) == (0, 1)
     assert digest in load(model).trained and older not in load(model).trained
     assert run_json("train", "-m", model, "--forget", folder, "--json")["forgotten"] == 1
+
+
+def test_a_crlf_copy_of_a_message_moves_it_and_the_model_says_so_in_its_format(
+    tmp_path, sample_maildir
+):
+    from spamnb.mail import message_digests
+
+    # The same message as a mail client's "this is spam" button saves it (CRLF) and
+    # as delivered to a Maildir (LF): one message, moved (review 50).
+    data = b"Message-ID: <crlf@example.org>\nSubject: offer\n\ncheap pills\nnow\n"
+    delivered, saved = tmp_path / "delivered", tmp_path / "saved"
+    delivered.mkdir()
+    saved.mkdir()
+    (delivered / "1.eml").write_bytes(data)
+    (saved / "1.eml").write_bytes(data.replace(b"\n", b"\r\n"))
+    model = tmp_path / "m.joblib"
+    # Mail without a CRLF (the sample's spam) leaves the model in the format older
+    # spamnb reads.
+    first = run_json("train", "-m", model, "--spam", sample_maildir / "spam", "--ham", delivered)
+    assert first["learned"] == 31
+    assert run_json("info", "-m", model)["format_version"] == 5
+    moved = run_json("train", "-m", model, "--spam", saved, "--json")
+    assert (moved["learned"], moved["moved"]) == (0, 1)
+    # A spamnb of format 5 or 6 would take the message for new: it must refuse the file.
+    assert run_json("info", "-m", model)["format_version"] == 7
+    assert load(model).crlf_digests
+    # A model that learnt the CRLF copy under format 6's digest knows it still, and from
+    # then on by the digest now.
+    digest, [format_6] = message_digests((saved / "1.eml").read_bytes())
+    spam_filter = load(model)
+    spam_filter.trained[format_6] = spam_filter.trained.pop(digest)
+    spam_filter.crlf_digests = False
+    save(spam_filter, model)
+    assert run_json("info", "-m", model)["format_version"] == 5
+    again = run_json("train", "-m", model, "--spam", saved, "--json")
+    assert (again["learned"], again["known"]) == (0, 1)
+    assert digest in load(model).trained and format_6 not in load(model).trained
+    assert run_json("info", "-m", model)["format_version"] == 7
+    forgot = run_json("train", "-m", model, "--forget", delivered, "--json")
+    assert forgot["forgotten"] == 1
 
 
 def test_forgotten_mail_takes_its_tokens_out_of_the_count_of_tokens(tmp_path, sample_maildir):

@@ -387,7 +387,7 @@ def test_a_message_one_model_took_over_under_its_digest_now_is_refused_in_anothe
         return spam_filter
 
     upgraded, stale = learned(range(40)), learned(range(30, len(labels)))
-    upgraded.adopt_digests(dict(zip(digests[:40], older[:40], strict=True)))
+    upgraded.adopt_digests({now: [old] for now, old in zip(digests[:40], older[:40], strict=True)})
     assert set(upgraded.trained) == set(digests[:40])
     for models, first, second in (([upgraded, stale], 1, 2), ([stale, upgraded], 1, 2)):
         with pytest.raises(
@@ -410,7 +410,7 @@ def test_retired_digests_are_saved_for_the_messages_still_held(sample):
     older = [f"older-{digest}" for digest in digests]
     spam_filter = SpamFilter()
     spam_filter.learn(token_lists, labels, older)
-    spam_filter.adopt_digests(dict(zip(digests, older, strict=True)))
+    spam_filter.adopt_digests({now: [old] for now, old in zip(digests, older, strict=True)})
     spam_filter.forget(token_lists[:5], digests[:5])
     loaded = from_payload(to_payload(spam_filter), Path("m.joblib"))
     assert loaded.retired_digests == dict(zip(older[5:], digests[5:], strict=True))

@@ -209,6 +209,28 @@ def test_a_spamnb_that_knows_mail_by_the_older_digest_refuses_files_written_now(
         load(path)
 
 
+def test_a_model_that_knows_crlf_mail_by_its_digest_now_is_format_7(tmp_path, trained, monkeypatch):
+    # Formats 5 and 6 kept a body's CRLFs in its digest: their readers would take such
+    # mail for new.  Only a model that may hold some is written in the format they refuse.
+    path = tmp_path / "model.joblib"
+    save(trained, path)
+    assert load(path).read_format == 5 and not load(path).crlf_digests
+    trained.crlf_digests = True
+    save(trained, path)
+    assert load(path).read_format == 7 and load(path).crlf_digests
+    monkeypatch.setattr("spamnb.store.FORMAT_VERSION", 6)
+    with pytest.raises(ModelFileError, match="newer than this spamnb"):
+        load(path)
+    monkeypatch.undo()
+    # The record in a file of an older format is damage, not a model to trust.
+    payload = to_payload(trained)
+    payload["format_version"] = 6
+    with open(path, "wb") as stream:
+        dump_checksummed(payload, stream)
+    with pytest.raises(ModelFileError, match=r"damaged.*CRLF digests"):
+        load(path)
+
+
 def test_damaged_payload_is_refused(tmp_path, trained):
     path = tmp_path / "model.joblib"
     payload = to_payload(trained)
