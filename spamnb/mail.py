@@ -586,8 +586,16 @@ def detect_format(path: Path) -> str:
         # to mailbox; treat it as one message (e.g. "<(zcat msg.gz)" in a shell).
         return "file"
     if stat.S_ISREG(mode):
-        return _scan_file(text, keep=False)[0]
+        return "file" if _in_message_folder(text) else _scan_file(text, keep=False)[0]
     raise MailSourceError(f"{_show(text)} is neither a directory nor a regular file")
+
+
+def _in_message_folder(path: str) -> bool:
+    """Whether the file at ``path`` is in a Maildir's cur/ or new/ or in an MH folder,
+    where a file is one message whatever envelope lines it holds (a bounce quoting
+    the original with its envelope line was two messages read through the folder
+    above the Maildir, and one through the Maildir: review 50)."""
+    return _folder_rules(os.path.dirname(path) or ".", True) is not None
 
 
 def iter_messages(
@@ -640,7 +648,7 @@ def iter_messages(
     if fmt is None:
         if is_dir:
             fmt = _dir_format(text)
-        elif stat.S_ISFIFO(mode):
+        elif stat.S_ISFIFO(mode) or _in_message_folder(text):
             fmt = "file"
         else:
             fmt, data = _scan_file(text, keep=True)
@@ -925,7 +933,8 @@ def _iter_dir(root: str, skip: SkipHandler, *, mh_rules: bool = True) -> Iterato
             elif mh_rules and _is_editor_copy(entry.name):
                 skip(entry.path, "an editor's backup or autosave file")
             elif rules != "mh" or _is_numbered(entry.name):  # as _iter_mh reads an MH folder
-                yield from _iter_member(entry.path, skip, mbox_files=True)
+                # A Maildir's or MH folder's file is one message, as those readers take it.
+                yield from _iter_member(entry.path, skip, mbox_files=rules is None)
         elif kind == "dir":
             # (The root's own tmp/ is read: --format dir asks for every file.)
             if entry.name == "tmp" and folder != root and _is_maildir(folder):

@@ -181,3 +181,33 @@ def test_what_counts_as_mail_at_its_bounds():
     one_percent = b"Subject: x\n\n" + b"a" * 87 + b"\0"  # 1 NUL in 100 bytes
     assert len(one_percent) == 100 and _mail_problem(one_percent) is None
     assert _mail_problem(one_percent + b"\0") is not None
+
+
+# A bounce that carries the original with its own envelope line, unquoted.
+BOUNCE = (
+    ENVELOPE + b"From: MAILER-DAEMON@example.org\nSubject: returned\n\nYour mail:\n\n"
+    b"From ann@example.org Mon Jan  6 09:00:00 2025\nFrom: ann@example.org\n"
+    b"Subject: hello\n\nhi\n"
+)
+
+
+@pytest.mark.parametrize("layout", ["maildir", "mh"])
+def test_a_file_of_a_maildir_or_mh_folder_is_one_message_however_it_is_reached(tmp_path, layout):
+    # Review 50: through the Maildir it was one message, through the folder above it or
+    # given itself two, so it could be learnt under two labels as different mail.
+    if layout == "maildir":
+        folder = tmp_path / "mail" / "Maildir"
+        (folder / "cur").mkdir(parents=True)
+        message = write(folder / "new" / "1700000000.M1P1.host", BOUNCE)
+    else:
+        folder = tmp_path / "mail" / "inbox"
+        write(folder / ".mh_sequences", b"")
+        message = write(folder / "1", BOUNCE)
+    for path in (folder, tmp_path / "mail", message):
+        items = list(iter_messages(path))
+        assert [item.data for item in items] == [BOUNCE], path
+    assert detect_format(message) == "file"
+    # Outside such a folder it is an mbox of two, as mutt reads it.
+    loose = write(tmp_path / "loose" / "bounce", BOUNCE)
+    assert len(list(iter_messages(loose))) == len(list(iter_messages(loose.parent))) == 2
+    assert detect_format(loose) == "mbox"
