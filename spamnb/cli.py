@@ -809,6 +809,7 @@ def iter_labelled(
     ``allow_empty`` a folder or mbox without messages adds none instead of failing."""
     from .mail import (
         MailSourceError,
+        NoMessagesFound,
         display_source,
         iter_messages,
         looks_like_mbox,
@@ -849,10 +850,15 @@ def iter_labelled(
                 seen[identity] = label
                 yield item, label
         except MailSourceError as exc:
-            here = len(skipped) - skipped_before  # this path's, not the ones before it
-            note = f" ({here:,} skipped as not mail or deleted, e.g. {skipped[-1]})" if here else ""
-            if not recursive and not here and subfolders_left_out(path):
-                note = " (its subfolders are read with --recursive)"
+            # Only finding nothing is explained by what was passed over (review 50: the
+            # notes were added to a permission error and to a format given wrongly).
+            note = ""
+            if isinstance(exc, NoMessagesFound):
+                here = len(skipped) - skipped_before  # this path's, not the ones before it
+                if here:
+                    note = f" ({here:,} skipped as not mail or deleted, e.g. {skipped[-1]})"
+                elif not recursive and subfolders_left_out(path, mail_format):
+                    note = " (its subfolders are read with --recursive)"
             raise fail(f"{exc}{note}") from None
     if skipped:
         what = "file or message" if len(skipped) == 1 else "files or messages"

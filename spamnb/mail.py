@@ -146,6 +146,11 @@ class MailSourceError(Exception):
         self.reason = reason if reason is not None else message
 
 
+class NoMessagesFound(MailSourceError):
+    """A path read whole that held no message (the only error that subfolders left
+    out, or files skipped, can explain)."""
+
+
 @dataclass(frozen=True)
 class MailItem:
     """One message: where it came from and its bytes exactly as stored."""
@@ -735,7 +740,11 @@ def _iter_stdin(
         )
     problem = _mail_problem(data)
     if problem == "empty file":
-        raise MailSourceError("standard input ('-') is empty")
+        if allow_empty and fmt == "mbox":
+            # An emptied mbox piped in (zcat junk.gz | spamnb train --format mbox ...);
+            # one message (the "this is spam" button's) that is empty stays an error.
+            return
+        raise NoMessagesFound("standard input ('-') is empty")
     if problem is not None:
         raise MailSourceError(f"standard input ('-') is not a mail message ({problem})")
     if fmt != "mbox":
@@ -751,7 +760,7 @@ def _iter_stdin(
         found = True
         yield item
     if not found and not allow_empty:
-        raise MailSourceError("no messages found in standard input ('-')")
+        raise NoMessagesFound("no messages found in standard input ('-')")
 
 
 def looks_like_mbox(data: bytes) -> bool:
@@ -783,7 +792,7 @@ def _expect_some(
         found = True
         yield item
     if not found and not allow_empty:
-        raise MailSourceError(f"no messages found in {_show(path)}")
+        raise NoMessagesFound(f"no messages found in {_show(path)}")
 
 
 def _open_without_blocking(path: str, flags: int) -> int:
@@ -1193,13 +1202,14 @@ def _mbox_message(lines: list[bytes]) -> bytes:
     return b"".join(lines)
 
 
-def subfolders_left_out(path: str | os.PathLike[str]) -> bool:
-    """Whether a Maildir or MH folder at ``path`` has subfolders that only a recursive
-    read takes (a Maildir whose mail is all in its .Sub/ folders looks empty)."""
+def subfolders_left_out(path: str | os.PathLike[str], given: str | None = None) -> bool:
+    """Whether a Maildir or MH folder at ``path``, read as format ``given`` (None:
+    detected), has subfolders that only a recursive read takes (a Maildir whose mail is
+    all in its .Sub/ folders looks empty)."""
     text = os.fspath(path)
     try:
         fmt = _dir_format(text) if os.path.isdir(text) else None
-        if fmt not in ("maildir", "mh"):
+        if fmt not in ("maildir", "mh") or given not in (None, fmt):
             return False
         with os.scandir(text) as entries:
             for entry in entries:
@@ -1225,10 +1235,19 @@ def _iter_mh(
     folders = [path]
     while folders:
         folder = folders.pop()
-        if not _first_visit(folder, seen):
+        try:
+            if not _first_visit(folder, seen):
+                continue
+            entries = _sorted_entries(folder)
+        except MailSourceError as exc:
+            if folder == path:
+                raise
+            # A subfolder that cannot be read is passed over and counted, as a Maildir's
+            # is; it stopped the whole run (review 50).
+            skip(folder, exc.reason)
             continue
         subfolders = []
-        for entry in _sorted_entries(folder):
+        for entry in entries:
             if entry.name.startswith("."):
                 continue
             if _is_numbered(entry.name):

@@ -612,6 +612,12 @@ def test_allow_empty_takes_an_emptied_junk_folder_as_no_mail(tmp_path, sample_ma
     assert_one_line_error(
         run("train", "-m", model, "--allow-empty", "--spam", "-", input=b""), "is empty"
     )
+    # Named an mbox, it is an emptied one piped in (review 50).
+    piped = run("train", "-m", model, "--allow-empty", "--format", "mbox", "--spam", "-", input=b"")
+    assert piped.exit_code == 0, piped.stderr
+    assert_one_line_error(
+        run("train", "-m", model, "--format", "mbox", "--spam", "-", input=b""), "is empty"
+    )
 
 
 def test_forgetting_two_copies_of_a_message_at_once(tmp_path, sample_maildir):
@@ -879,6 +885,14 @@ def test_wrong_paths_say_what_is_wrong_with_them(tmp_path, sample_maildir):
     shutil.copytree(sample_maildir / "spam", junk)
     result = run("train", "-m", model, "--spam", maildir, "--ham", sample_maildir / "ham")
     assert_one_line_error(result, "no messages found", "--recursive")
+    # Only there: the same folder given as another format is no matter for --recursive
+    # (review 50).
+    result = run("train", "-m", model, "--format", "mh", "--spam", maildir)
+    assert_one_line_error(result, "no messages found in")
+    assert "recursive" not in result.stderr
+    result = run("train", "-m", model, "--format", "mbox", "--spam", maildir)
+    assert_one_line_error(result, "is a directory, not an mbox file")
+    assert "recursive" not in result.stderr
     result = run(
         "train", "-m", model, "--spam", maildir, "--ham", sample_maildir / "ham", "--recursive"
     )

@@ -1451,12 +1451,20 @@ def test_files_larger_than_a_message_are_not_read_whole(
         collect(folder / "large.eml", "file")
 
 
-def test_an_unreadable_maildir_subfolder_is_counted_with_recursive(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("layout", ["maildir", "mh"])
+def test_an_unreadable_subfolder_is_counted_with_recursive(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, layout: str
 ) -> None:
-    box = make_maildir(tmp_path / "Maildir")
-    locked = box / ".Spam"
-    write(locked / "cur" / "1.M1P1.host:2,S", message("behind a lock"))
+    # An MH folder's stopped the whole run (review 50); a Maildir's was counted.
+    if layout == "maildir":
+        box = make_maildir(tmp_path / "Maildir")
+        locked = box / ".Spam"
+        write(locked / "cur" / "1.M1P1.host:2,S", message("behind a lock"))
+    else:
+        box = tmp_path / "inbox"
+        make_mh(box)
+        locked = box / "spam"
+        write(locked / "1", message("behind a lock"))
     real_scandir, real_stat = os.scandir, os.stat
 
     def denied(path):
@@ -1478,7 +1486,8 @@ def test_an_unreadable_maildir_subfolder_is_counted_with_recursive(
     subjects = [
         mail.header_value(i.data, "Subject") for i in collect(box, recursive=True, on_skip=on_skip)
     ]
-    assert "behind a lock" not in subjects and "in subfolder" in subjects
+    shown = "in subfolder" if layout == "maildir" else "mh archived"
+    assert "behind a lock" not in subjects and shown in subjects
     assert skipped == [(str(locked), "permission denied")]
 
 
