@@ -85,7 +85,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -1111,11 +1111,11 @@ def _iter_mbox(path: str, skip: SkipHandler, *, after_blank: bool = True) -> Ite
 
 
 def _mbox_items(
-    path: str, lines: Iterable[bytes], skip: SkipHandler, *, after_blank: bool = True
+    path: str, fh: BinaryIO, skip: SkipHandler, *, after_blank: bool = True
 ) -> Iterator[MailItem]:
-    """The messages of the mbox file at ``path``, whose ``lines`` these are, each named
-    PATH:N; those that are not mail told to ``skip``."""
-    messages = _mbox_messages(lines, after_blank=after_blank)
+    """The messages of the mbox file at ``path``, open as ``fh``, each named PATH:N;
+    those that are not mail told to ``skip``."""
+    messages = _mbox_messages(fh, after_blank=after_blank)
     number = 0
     while True:
         try:
@@ -1135,14 +1135,44 @@ def _mbox_items(
             skip(source, problem)
 
 
-def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Iterator[bytes]:
-    """The messages of an mbox file (its lines), each without its envelope line.
+_CONTENT_LENGTH = re.compile(rb"content-length:[ \t]*(\d{1,15})[ \t]*\r?\n", re.I)
+
+
+def _body_length(fh: BinaryIO, length: int) -> int | None:
+    """``length``, a Content-Length field's, when the body that starts at ``fh``'s
+    position has that many bytes before a message boundary: the end of the file, or a
+    line end and (after at most one blank line) an envelope line; else None.
+
+    mboxcl2 files (Solaris mail, mutt's mbox_type) do not quote a body's "From "
+    lines and give its length instead: a patch's "From <sha> Mon Sep 17 00:00:00 2001"
+    line after a blank line split such a message in two, and every later message was
+    named one number off (review 50).  Checked as mutt checks it, a wrong or forged
+    length is passed over, and the message is split as any other.
+    """
+    start = fh.tell()
+    try:
+        if length:
+            fh.seek(start + length - 1)
+            if fh.read(1) != b"\n":
+                return None
+        after = fh.read(_SNIFF_BYTES)
+    finally:
+        fh.seek(start)
+    after = after.removeprefix(b"\r\n") if after.startswith(b"\r\n") else after.removeprefix(b"\n")
+    if not after:
+        return length  # the file's end
+    return length if _is_envelope(after) else None
+
+
+def _mbox_messages(fh: BinaryIO, *, after_blank: bool = True) -> Iterator[bytes]:
+    """The messages of an mbox file (open as ``fh``), each without its envelope line.
 
     A message starts at the first "From " line and at each envelope line after it
     that starts a message (see _envelope_at) and, with ``after_blank``, that a blank
     line comes before; lines before the first are not in any message.  A blank
     line (LF only, as mailbox.mbox reads it on POSIX) just before the next message or
-    at the end of the file belongs to the format, not to the message.
+    at the end of the file belongs to the format, not to the message.  A body whose
+    Content-Length is borne out (see _body_length) is read whole.
     """
     message: list[bytes] | None = None
     # A line that may be an envelope line, with the "From " and ">From " lines after
@@ -1153,7 +1183,20 @@ def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Itera
     # right after it, which belong with it (a wrapper's envelope line, then the
     # message's own): only then can another envelope line end it.
     opened = False
-    for line in lines:
+    # In the message's header block, its Content-Length (if any), and then how many
+    # bytes of its body that length still covers.
+    in_header = False
+    content_length: int | None = None
+    covered = 0
+    for line in fh:
+        if covered > 0:
+            assert message is not None
+            message.append(line)
+            covered -= len(line)
+            # At the boundary the length was checked against: the next envelope line
+            # starts a message, a blank line before it or not.
+            blank_before = True
+            continue
         if message is None:
             # Before the first envelope line: a file's byte-order mark (see
             # _starts_with_from) would hide it.
@@ -1167,6 +1210,7 @@ def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Itera
                 yield _mbox_message(message)
                 message = candidate[1:]
                 opened = False
+                in_header, content_length = True, None
             else:
                 message += candidate
             candidate = []
@@ -1175,6 +1219,7 @@ def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Itera
             if message is None:
                 message = []
                 blank_before = False
+                in_header, content_length = True, None
                 continue
             if opened and (blank_before or not after_blank) and _is_envelope(line):
                 candidate = [line]
@@ -1182,6 +1227,13 @@ def _mbox_messages(lines: Iterable[bytes], *, after_blank: bool = True) -> Itera
         if message is not None:
             message.append(line)
             opened = opened or not line.startswith((b"From ", b">From "))
+            if in_header:
+                if line in (b"\n", b"\r\n"):
+                    in_header = False
+                    if content_length is not None:
+                        covered = _body_length(fh, content_length) or 0
+                elif line[:1] in (b"C", b"c") and (field := _CONTENT_LENGTH.fullmatch(line)):
+                    content_length = int(field.group(1))
         blank_before = line in (b"\n", b"\r\n")
     if message is not None:
         yield _mbox_message(message + candidate)

@@ -211,3 +211,48 @@ def test_a_file_of_a_maildir_or_mh_folder_is_one_message_however_it_is_reached(t
     loose = write(tmp_path / "loose" / "bounce", BOUNCE)
     assert len(list(iter_messages(loose))) == len(list(iter_messages(loose.parent))) == 2
     assert detect_format(loose) == "mbox"
+
+
+def _mboxcl2(bodies: list[bytes], lengths: list[int] | None = None, eol: bytes = b"\n") -> bytes:
+    """An mboxcl2 file: no "From " quoting, each body's length in Content-Length."""
+    out = b""
+    for n, body in enumerate(bodies):
+        length = len(body) if lengths is None else lengths[n]
+        head = f"From a@b Mon Jan  6 10:3{n}:00 2025\nSubject: m{n}\nContent-Length: {length}\n\n"
+        out += head.encode().replace(b"\n", eol) + body + eol
+    return out
+
+
+PATCH = (
+    b"Here is the fix.\n\n"
+    b"From 3f1c0d2e9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d Mon Sep 17 00:00:00 2001\n"
+    b"From: Bob <bob@example.org>\nSubject: [PATCH] fix\n\n---\n"
+)
+
+
+@pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
+def test_an_mboxcl2_body_is_read_to_its_content_length(tmp_path, eol):
+    # Review 50: the patch's envelope line split the second message in two, and the
+    # third was named :4.
+    bodies = [b"one\n", PATCH.replace(b"\n", eol), b"three\n".replace(b"\n", eol)]
+    box = write(tmp_path / "cl2", _mboxcl2(bodies, eol=eol))
+    items = list(iter_messages(box))
+    assert [item.source.rsplit(":", 1)[1] for item in items] == ["1", "2", "3"]
+    assert bodies[1] in items[1].data and b"Subject: m2" not in items[1].data
+    assert bodies[2] in items[2].data
+    # One such message alone is one message.
+    alone = write(tmp_path / "alone", _mboxcl2([PATCH]))
+    assert len(list(iter_messages(alone))) == 1
+
+
+@pytest.mark.parametrize("wrong", [-1, 2, -5, 10_000])
+def test_a_content_length_not_borne_out_is_passed_over(tmp_path, wrong):
+    # Too short, too long, or ending inside a line: the length is not trusted (a
+    # sender's forged field must not swallow the next message), and the patch's
+    # envelope line splits the message as in any mbox.  (One more, which takes in the
+    # blank line after the body, is borne out.)
+    lengths = [4, len(PATCH) + wrong, 6]
+    box = write(tmp_path / "cl2", _mboxcl2([b"one\n", PATCH, b"three\n"], lengths))
+    items = list(iter_messages(box))
+    assert len(items) == 4
+    assert items[-1].data.endswith(b"three\n")
