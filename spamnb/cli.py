@@ -291,8 +291,9 @@ def reader_options(func: Callable) -> Callable:
     return click.option(
         "--recursive",
         is_flag=True,
-        help="Also read the subfolders of a Maildir (its .Name/ Maildir++ folders) or of "
-        "an MH folder given as PATH; a plain folder is always read whole.",
+        help="Also read the subfolders of a Maildir (its .Name/ Maildir++ folders, or "
+        "Maildirs inside it as Dovecot's LAYOUT=fs keeps them) or of an MH folder given "
+        "as PATH; a plain folder is always read whole.",
     )(func)
 
 

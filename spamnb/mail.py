@@ -1019,7 +1019,11 @@ def _iter_maildir(
         if recursive:
             subfolders = []
             for entry in _sorted_entries(folder):
-                if not entry.name.startswith(".") or entry.name in (".", ".."):
+                # Maildir++ names subfolders .Sub; Dovecot's LAYOUT=fs and mbsync's
+                # "SubFolders Verbatim" plain Sub (review 50: those were never read).
+                if entry.name in _MAILDIR_PARTS or entry.name in (".", ".."):
+                    continue
+                if not entry.name.startswith(".") and not _is_folder(entry):
                     continue
                 if _is_maildir(entry.path):
                     subfolders.append(entry.path)
@@ -1265,7 +1269,11 @@ def subfolders_left_out(path: str | os.PathLike[str], given: str | None = None) 
             return False
         with os.scandir(text) as entries:
             for entry in entries:
-                if fmt == "maildir" and entry.name.startswith(".") and _is_maildir(entry.path):
+                if (
+                    fmt == "maildir"
+                    and entry.name not in _MAILDIR_PARTS
+                    and _is_maildir(entry.path)
+                ):
                     return True
                 if fmt == "mh" and not entry.name.startswith(".") and _is_folder(entry):
                     return True

@@ -435,6 +435,25 @@ def test_maildir_recursive_includes_subfolders(tmp_path: Path) -> None:
     assert items[-1].source == str(root / ".Sub" / "cur" / "1700000005.M5P5.host:2,S")
 
 
+def test_maildir_recursive_reads_maildirs_inside_it_as_dovecots_fs_layout_keeps_them(
+    tmp_path: Path,
+) -> None:
+    # Review 50: Work/ was left out unsaid, and a Maildir with all its mail in Junk/
+    # was "no messages found".
+    root = tmp_path / "Mail"
+    for part in ("cur", "new", "tmp"):
+        (root / part).mkdir(parents=True)
+    write(root / "Junk" / "new" / "1.M1P1.host", message("in junk"))
+    write(root / "Junk" / "Old" / "cur" / "2.M2P2.host:2,S", message("older junk"))
+    (root / "Junk" / "cur").mkdir()
+    write(root / "notes" / "todo.txt", b"not a Maildir, not read")
+    subjects = [mail.header_value(i.data, "Subject") for i in collect(root, recursive=True)]
+    assert subjects == ["in junk", "older junk"]
+    assert mail.subfolders_left_out(root)
+    with pytest.raises(MailSourceError, match="no messages found"):
+        collect(root)
+
+
 def test_maildir_recursive_reads_each_real_folder_once(tmp_path: Path) -> None:
     root = make_maildir(tmp_path / "Maildir")
     # A loop back to the Maildir itself, one inside the subfolder, and a second
