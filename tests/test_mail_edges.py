@@ -142,13 +142,17 @@ def test_a_body_quoted_by_an_mboxrd_writer_is_the_same_message():
 # --------------------------------------------------------------------------- folders
 
 
-def test_a_recursive_maildir_read_enters_only_its_dot_folders(tmp_path):
+def test_a_recursive_maildir_read_enters_only_its_maildirs(tmp_path):
     maildir = tmp_path / "md"
     for sub in ("cur", "new", "tmp", "Archive/cur", "Archive/new", "Archive/tmp"):
         (maildir / sub).mkdir(parents=True)
     write(maildir / "cur" / "1:2,S", b"Subject: x\n\nb\n")
     write(maildir / "Archive" / "cur" / "2:2,S", b"Subject: y\n\nc\n")
-    assert sources(maildir, recursive=True) == ["1:2,S"]
+    # A plain Archive/ is a Maildir as Dovecot's LAYOUT=fs keeps it; a folder that is
+    # no Maildir is not read.
+    write(maildir / "attachments" / "3", b"Subject: z\n\nd\n")
+    assert sources(maildir, recursive=True) == ["1:2,S", "2:2,S"]
+    assert sources(maildir) == ["1:2,S"]
 
 
 def test_a_recursive_mh_read_passes_over_hidden_folders(tmp_path):
