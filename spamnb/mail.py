@@ -1108,9 +1108,11 @@ def _iter_mbox(path: str, skip: SkipHandler, *, after_blank: bool = True) -> Ite
         if not head:
             raise MailSourceError(f"{_show(path)} is empty")
         if not _starts_with_from(head):
-            raise MailSourceError(
-                f"{_show(path)} is not an mbox file (it does not start with 'From ')"
-            )
+            # A compressed mbox is named as such, as it is when the format is detected.
+            problem = _mail_problem(head)
+            if problem is None or not problem.startswith("compressed"):
+                problem = "it does not start with 'From '"
+            raise MailSourceError(f"{_show(path)} is not an mbox file ({problem})")
         yield from _mbox_items(path, fh, skip, after_blank=after_blank)
 
 

@@ -922,6 +922,7 @@ def error_cases(tmp_path: Path) -> list[tuple[Path, str | None, str]]:
         (tmp_path / "empty-mh", None, "no messages found in"),
         (mbox_junk, "mbox", "no messages found in"),
         (file, "mbox", "is not an mbox file"),
+        (write(tmp_path / "box.gz", b"\x1f\x8b\x08\0rest"), "mbox", "compressed with gzip"),
         (file, "nonsense", "unknown mail format"),
         (file, "maildir", "is not a directory"),
         (file, "dir", "is not a directory"),
