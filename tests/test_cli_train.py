@@ -578,6 +578,30 @@ def test_a_model_trained_one_class_per_run_says_it_is_not_calibrated(tmp_path, s
     assert "chosen on 60 held-out messages" in " ".join(run("info", "-m", retrained).output.split())
 
 
+def test_a_later_run_refits_the_calibration_only_with_as_much_mail(tmp_path, sample_maildir):
+    # Refitted on any run with 20 of each class, a nightly run's few dozen messages set
+    # the cut-offs (they closed on 0.5) and the junk folder got more good mail.
+    def folder(name: str, label: str, count: int) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        words = "cheap pills offer winner" if label == "spam" else "meeting notes agenda draft"
+        for n in range(count):
+            text = f"Message-ID: <{name}{n}@example.org>\nSubject: {label} {n}\n\n{words} {n}\n"
+            (path / f"{n}.eml").write_text(text)
+        return path
+
+    model = tmp_path / "model.joblib"
+    train_sample(model, sample_maildir)
+    first = load(model).calibration
+    assert first.fitted_on == 60
+    nightly = ("--spam", folder("s1", "spam", 25), "--ham", folder("h1", "ham", 25))
+    assert run_json("train", "-m", model, *nightly)["learned"] == 50
+    assert load(model).calibration == first
+    weekly = ("--spam", folder("s2", "spam", 30), "--ham", folder("h2", "ham", 30))
+    assert run_json("train", "-m", model, *weekly)["learned"] == 60
+    assert load(model).calibration.fitted_on == 60 and load(model).calibration != first
+
+
 def test_allow_empty_takes_an_emptied_junk_folder_as_no_mail(tmp_path, sample_maildir):
     # README's nightly job: the junk folder is often empty, and the ham must still be
     # learnt.
