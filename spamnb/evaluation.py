@@ -31,6 +31,7 @@ from .scores import calibration as reliability
 from .scores import (
     confusion_counts,
     evaluation_report,
+    predicted_labels,
     roc_curve,
     stratified_split,
     trec_measures,
@@ -347,13 +348,17 @@ def evaluate_online(
     # The classes in the order the mail was read, as a split's model has them: the
     # stream's order listed ham first in every table of an Enron1 run (reviews 10, 20).
     classes = list(dict.fromkeys(labels))
-    columns = [result.classes.index(label) for label in classes]
+    proba = result.proba[:, [result.classes.index(label) for label in classes]]
     scored = Scored(
         indices=order,
         labels=ordered_labels,
-        predicted=list(result.predicted),
+        # Predicted in the report's class order, as the report counts them: a tie
+        # between two classes (the first message, before the model has learnt any)
+        # went to the stream's first class in --predictions and to this order's in
+        # the report (review 48).
+        predicted=predicted_labels(proba, classes, SPAM if SPAM in classes else None),
         classes=classes,
-        proba=result.proba[:, columns],
+        proba=proba,
         decision=result.decision,
     )
     # Before a message, the model has seen only those that came first: the baseline a

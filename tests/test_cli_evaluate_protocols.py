@@ -164,6 +164,42 @@ def test_online_lists_the_classes_in_the_order_the_mail_was_read(tmp_path):
     assert list(report["per_class"]) == ["spam", "ham"]
 
 
+def test_online_predictions_of_three_classes_are_the_ones_the_report_counts(tmp_path):
+    # The first message meets an empty model, where every class ties: --predictions
+    # gave it the stream's first class (news) and the report this order's (ham), so
+    # the two disagreed on the accuracy (review 48).
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    kinds = ["news", "spam", "ham", "news", "spam", "ham", "ham", "news", "spam"]
+    bodies = {"spam": "cheap pills now", "ham": "meeting notes attached", "news": "weekly digest"}
+    for number, kind in enumerate(kinds, start=1):
+        path = folder / f"{number:04d}.2000-01-0{number}.x.{kind}.txt"
+        path.write_bytes(f"Subject: message {number}\n\n{bodies[kind]}\n".encode())
+    predictions = tmp_path / "predictions.tsv"
+    report = run_json(
+        "evaluate",
+        "--online",
+        "--spam",
+        *sorted(folder.glob("*spam*")),
+        "--ham",
+        *sorted(folder.glob("*ham*")),
+        "--label",
+        f"news={folder}/0001.2000-01-01.x.news.txt",
+        *sorted(folder.glob("*news*"))[1:],
+        "--predictions",
+        predictions,
+    )
+    rows = read_predictions(predictions)
+    assert rows[0]["label"] == "news" and rows[0]["predicted"] == "ham"
+    right = sum(row["label"] == row["predicted"] for row in rows)
+    assert report["accuracy"] == right / len(rows)
+    matrix = report["confusion_matrix"]
+    news = matrix["classes"].index("news")
+    assert matrix["rows"][news][matrix["classes"].index("ham")] == sum(
+        row["label"] == "news" and row["predicted"] == "ham" for row in rows
+    )
+
+
 def test_online_warns_when_the_order_gives_each_class_in_one_block(tmp_path, sample_maildir):
     # An mbox's messages are named box:N, so name order reads one mbox a class as two
     # blocks, and the run never meets ham after its first spam (review 8).
