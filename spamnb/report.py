@@ -198,12 +198,15 @@ def info_table(info: dict[str, Any]) -> Table:
     _add_row(table, "vocabulary", f"{info['vocabulary']:,} tokens")
     _add_row(table, "tokenizer", _tokenizer_text(info))
     cutoffs = info.get("cutoffs")
-    if cutoffs is not None:
+    if cutoffs is not None and "spam" not in info["messages"]:
+        # The spam score's band: a model without spam has no such score (review 48).
+        _add_row(table, "cut-offs", "none: the model has no spam class")
+    elif cutoffs is not None:
         if cutoffs["set_by_hand"]:
             how = "set by hand"
         elif cutoffs.get("fitted_on"):
             how = f"chosen on {cutoffs['fitted_on']:,} held-out messages"
-        elif "spam" in info["messages"] and len(info["messages"]) >= 2:
+        elif len(info["messages"]) >= 2:
             how = "defaults: the spam score is not calibrated yet"
         else:
             how = "defaults"
@@ -228,8 +231,18 @@ def info_table(info: dict[str, Any]) -> Table:
     _add_row(table, "size", human_size(info["bytes"]))
     state = info.get("pipe_table")
     if state is not None:
-        _add_row(table, "pipe table", _PIPE_TABLE_STATES.get(state, state))
+        _add_row(table, "pipe table", _pipe_table_text(state, info))
     return table
+
+
+def _pipe_table_text(state: str, info: dict[str, Any]) -> str:
+    messages: dict[str, int] = info.get("messages") or {}
+    if state == "unusable" and "spam" not in messages:
+        return _PIPE_REFUSES.format(why="a spam class")
+    others = sum(count for label, count in messages.items() if label != "spam")
+    if state == "unusable" and not (messages["spam"] and others):
+        return _PIPE_REFUSES.format(why="spam and other mail")
+    return _PIPE_TABLE_STATES.get(state, state)
 
 
 def _tokenizer_text(info: dict[str, Any]) -> str:
@@ -275,9 +288,14 @@ _PIPE_TABLE_STATES = {
     + _RETRAIN,
     "damaged": "damaged" + _RETRAIN,
     "untrusted": "not used: another user's, or others may write it (the pipe loads the model)",
-    "unusable": "none for this model (no spam class, a side without mail, or weights "
-    "of certainty): --pipe loads the whole model",
+    "unusable": "none for this model (weights of certainty, as with k=0): --pipe loads "
+    "the whole model",
 }
+# "unusable" for a model the pipe refuses whole (review 48: info said it would load it).
+_PIPE_REFUSES = (
+    "none: --pipe refuses a model without {why} (status 3, which the procmail recipe "
+    "defers); train it with some"
+)
 
 
 def _with_count(value: float | None, count: int | None, of: int | None) -> str:

@@ -658,7 +658,16 @@ def test_info_says_a_model_without_a_spam_class_gets_no_pipe_table(tmp_path, sam
                   "--label", f"lists={sample_maildir / 'ham'}")  # fmt: skip
     assert trained.exit_code == 0, trained.output
     assert run_json("info", "-m", model, "--json")["pipe_table"] == "unusable"
-    assert "--pipe loads the whole model" in run("info", "-m", model).stdout
+    # And that the pipe refuses it, rather than loading it whole (review 48).
+    shown = " ".join(run("info", "-m", model).stdout.split())
+    assert "--pipe refuses a model without a spam class" in shown
+    assert "cut-offs none: the model has no spam class" in shown
+    piped = subprocess.run(
+        [sys.executable, "-m", "spamnb", "classify", "--pipe", "-m", str(model)],
+        input=b"Subject: hi\n\nhello\n",
+        capture_output=True,
+    )
+    assert piped.returncode == 3 and piped.stdout == b"Subject: hi\n\nhello\n"
     # A third class left without mail classifies, and gets its table (review 28: none
     # was written, and every pipe run loaded the whole model).
     three = tmp_path / "three.joblib"
