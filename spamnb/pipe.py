@@ -461,7 +461,8 @@ def run(
         output = insert_header(data, header_name, value, complete=not too_large)
     except KeyboardInterrupt:
         # Ctrl-C means stop, so the rest of stdin is not waited for; what the reads
-        # gave before it goes out (status 3 tells a mail program to keep its own copy).
+        # that finished gave goes out (a read cut short by it loses its bytes, up to a
+        # MiB: review 49), and status 3 tells a mail program to keep its own copy.
         return pass_through(data or b"".join(read), None, stdout, stderr, "interrupted")
     except Exception as exc:  # noqa: BLE001 - the mail must get through
         # Read to its end already, stdin is not read again: under a memory limit the

@@ -691,3 +691,25 @@ def test_a_relative_model_path_is_checked_from_the_working_folder(
         check_folders("model.joblib")
     folder.chmod(0o755)
     assert run("classify", "--pipe", "-m", "model.joblib", input=message).exit_code in (0, 1, 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "status"), [(["info"], 130), (["classify", "--pipe"], 3), (["classify", "-p"], 3)]
+)
+def test_ctrl_c_before_the_command_starts_is_one_line(args, status):
+    # Ctrl-C while the command's modules are still being imported (some 60 ms) printed
+    # a traceback and ended with status 1 (review 49).  Raised here where it would be.
+    code = (
+        "import sys\n"
+        "from spamnb import entry\n"
+        "def interrupted(args):\n"
+        "    raise KeyboardInterrupt\n"
+        "entry.fast_pipe_options = interrupted\n"
+        f"sys.argv = ['spamnb', *{args!r}]\n"
+        "entry.main()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], input=b"", capture_output=True, check=False, timeout=60
+    )
+    assert done.returncode == status
+    assert done.stderr.decode().split() == ["spamnb:", "interrupted"]
