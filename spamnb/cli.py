@@ -691,8 +691,26 @@ def labelled_sources(
         if not name.isprintable():
             raise fail(f"--label names must be printable text, got {name!r}")
         pairs.append((name, path))
+    for name in dict.fromkeys(name for name, _ in pairs):
+        if (meant := near_miss_of_spam_or_ham(name)) is not None:
+            # Review 48: "--label Spam=junk" trained a model the pipe then refused, and
+            # evaluate reported no spam measures, with nothing said.
+            warn(
+                f"the class {name!r} is not {meant!r} (class names are exact), so it is a "
+                f"class of its own; --{meant} names {meant!r}"
+            )
     check_stdin_once([path for _, path in pairs])
     return pairs
+
+
+def near_miss_of_spam_or_ham(name: str) -> str | None:
+    """'spam' or 'ham' when ``name`` is that word in another case or Unicode form."""
+    import unicodedata
+
+    from . import HAM, SPAM
+
+    folded = unicodedata.normalize("NFKC", name).casefold()
+    return next((meant for meant in (SPAM, HAM) if folded == meant != name), None)
 
 
 def check_stdin_once(paths: Sequence[str]) -> None:
@@ -1382,8 +1400,8 @@ def new_class_warning(classes: Sequence[str], now: Sequence[str]) -> None:
     if not classes:
         return
     for label in now:
-        if label in classes:
-            continue
+        if label in classes or near_miss_of_spam_or_ham(label) is not None:
+            continue  # (the latter said when it was given)
         alike = [c for c in classes if c.casefold() == label.casefold()]
         hint = f" (did you mean {alike[0]!r}?)" if alike else ""
         warn(f"added the class {label!r} to the model's {', '.join(map(repr, classes))}{hint}")

@@ -36,7 +36,7 @@ from .scores import (
     stratified_split,
     trec_measures,
 )
-from .significance import mcnemar, rates_with_intervals
+from .significance import accuracy_with_interval, mcnemar, rates_with_intervals
 from .words import class_list
 
 __all__ = [
@@ -104,6 +104,9 @@ def full_report(scored: Scored, train_counts: Mapping[str, int] | Sequence[str])
     )
     positive = scored.positive
     if positive is None:
+        # Only the accuracy has no sides (review 48: it lost its interval too).
+        right = int(scored.correct().sum())
+        report["intervals"] = {"accuracy": accuracy_with_interval(right, len(scored.labels))}
         return report
     is_spam = np.asarray(scored.labels, dtype=object) == positive
     called_spam = np.asarray(scored.predicted, dtype=object) == positive

@@ -523,10 +523,11 @@ def _learning_curve_table(rows: Sequence[dict[str, Any]]) -> Table:
     return table
 
 
-def _compare_tables(compare: dict[str, Any]) -> list[RenderableType]:
+def _compare_tables(compare: dict[str, Any], classes: Sequence[str]) -> list[RenderableType]:
     columns = ("accuracy", "95% interval", "FP", "FN", "ROC AUC")
+    other = rest_of_mail(classes)
     sets = _table(
-        "Option sets on the same test messages (FP: ham called spam, FN: spam called ham)",
+        f"Option sets on the same test messages (FP: {other} called spam, FN: spam called {other})",
         "set",
         *columns,
         right=columns,
@@ -589,7 +590,7 @@ def _extra_parts(report: dict[str, Any]) -> list[RenderableType]:
     if report.get("learning_curve"):
         parts.append(_learning_curve_table(report["learning_curve"]))
     if report.get("compare"):
-        parts += _compare_tables(report["compare"])
+        parts += _compare_tables(report["compare"], report["classes"])
     return parts
 
 

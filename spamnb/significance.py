@@ -17,7 +17,7 @@ import numpy as np
 
 from .scores import _as_bool
 
-__all__ = ["mcnemar", "rates_with_intervals", "wilson_interval"]
+__all__ = ["accuracy_with_interval", "mcnemar", "rates_with_intervals", "wilson_interval"]
 
 
 def _count(value: Any, name: str) -> int:
@@ -150,6 +150,14 @@ def _rate(count: int, of: int, confidence: float) -> dict[str, Any]:
         "count": count,
         "of": of,
     }
+
+
+def accuracy_with_interval(correct: int, n: int, confidence: float = 0.95) -> dict[str, Any]:
+    """The accuracy ``correct`` of ``n`` with its Wilson interval, as
+    :func:`rates_with_intervals` gives it: for mail without a spam class, where the
+    misclassification rates have no sides."""
+    _z(confidence)
+    return _rate(_count(correct, "correct"), _count(n, "n"), confidence)
 
 
 def rates_with_intervals(

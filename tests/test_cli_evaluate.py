@@ -451,3 +451,23 @@ def test_evaluate_does_not_import_scipy_stats(sample_maildir):
     )
     assert json.loads(done.stderr.splitlines()[-1]) == [False, 0], done.stderr
     assert 0 < json.loads(done.stdout)["roc_auc"] <= 1
+
+
+def test_mail_without_a_spam_class_keeps_the_accuracys_interval(sample_maildir):
+    # The accuracy has no sides; it lost its interval with the spam rates (review 48).
+    report = run_json(
+        "evaluate",
+        "--label",
+        f"news={sample_maildir / 'spam'}",
+        "--label",
+        f"lists={sample_maildir / 'ham'}",
+        "--test-size",
+        "0.3",
+    )
+    assert "confusion" not in report
+    [(name, interval)] = report["intervals"].items()
+    assert name == "accuracy"
+    assert interval["of"] == report["n"] and interval["count"] == round(
+        report["accuracy"] * report["n"]
+    )
+    assert interval["low"] <= report["accuracy"] <= interval["high"] and interval["low"] < 1

@@ -197,11 +197,27 @@ def test_forgetting_mail_never_trained_says_so_in_one_line(tmp_path, sample_mail
 def test_a_class_new_to_the_model_is_warned_of(tmp_path, sample_maildir):
     model = tmp_path / "model.joblib"
     train_sample(model, sample_maildir, spam="cur")
-    typo = run("train", "-m", model, "--label", f"Spam={sample_maildir / 'spam' / 'new'}")
+    typo = run("train", "-m", model, "--label", f"Spams={sample_maildir / 'spam' / 'new'}")
     assert typo.exit_code == 0
     assert typo.stderr.splitlines() == [
-        "Warning: added the class 'Spam' to the model's 'spam', 'ham' (did you mean 'spam'?)"
+        "Warning: added the class 'Spams' to the model's 'spam', 'ham'"
     ]
+    typo = run("train", "-m", model, "--label", f"HAM={sample_maildir / 'ham' / 'new'}")
+    assert typo.exit_code == 0
+    assert typo.stderr.splitlines() == [
+        "Warning: the class 'HAM' is not 'ham' (class names are exact), so it is a class "
+        "of its own; --ham names 'ham'"
+    ]
+    # Said when it is given, also to a new model, and to evaluate (review 48).
+    wide = "\uff53\uff50\uff41\uff4d"  # "spam" in full-width letters
+    for command in (
+        ("train", "-m", tmp_path / "fresh.joblib"),
+        ("evaluate", "--test-size", "0.3"),
+    ):
+        result = run(*command, "--label", f"{wide}={sample_maildir / 'spam'}", "--ham",
+                     sample_maildir / "ham")  # fmt: skip
+        assert result.exit_code == 0, result.output
+        assert f"the class {wide!r} is not 'spam'" in result.stderr
     # Known classes, and a first training, warn of nothing.
     known = run("train", "-m", model, "--spam", sample_maildir / "spam" / "new")
     assert known.stderr == ""
