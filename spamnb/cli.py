@@ -554,6 +554,15 @@ def refuse_a_missing_folder(path: Path, given: Path | None) -> None:
         )
 
 
+def refuse_an_unwritable_folder(path: Path) -> None:
+    """Fail at once when the model's folder may not be written (its permissions, a
+    read-only file system, an immutable folder): training counted all the mail first
+    and failed only at the save (review 49)."""
+    folder = os.path.dirname(os.path.realpath(path))
+    if os.path.isdir(folder) and not os.access(folder, os.W_OK):
+        raise fail(f"cannot write {path}: its folder {folder} may not be written")
+
+
 def load_filter(model_path: Path | None) -> tuple[SpamFilter, Path]:
     from .store import ModelFileError, load
 
@@ -1187,6 +1196,7 @@ def train(
         # Before the lock, which would leave its file (and folders) at a mistyped path.
         refuse_an_empty_model(new or model_status(path) is None)
         refuse_a_missing_folder(path, model_path)
+        refuse_an_unwritable_folder(path)
         with training_lock(path, trust=trusting(), on_wait=waiting_notice(path)):
             # Read, add and write under the lock, so concurrent trainers add up.
             fresh = new or model_status(path) is None
@@ -2867,6 +2877,7 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
 
     refuse_to_replace()
     refuse_a_missing_folder(output, output)
+    refuse_an_unwritable_folder(output)
     real_paths = [os.path.realpath(model) for model in models]
     if os.path.realpath(output) in real_paths:
         raise fail(f"{output} is also one of the models; write the merge to a new file")

@@ -713,3 +713,30 @@ def test_ctrl_c_before_the_command_starts_is_one_line(args, status):
     )
     assert done.returncode == status
     assert done.stderr.decode().split() == ["spamnb:", "interrupted"]
+
+
+def test_a_model_folder_that_may_not_be_written_is_refused_before_the_mail_is_read(
+    tmp_path, sample_maildir, monkeypatch
+):
+    # Training counted all the mail and failed only at the save (review 49), once the
+    # lock file was there.  (Root may write any folder, so its answer is faked.)
+    model = tmp_path / "models" / "m.joblib"
+    model.parent.mkdir()
+    train_sample(model, sample_maildir)
+    before = model.read_bytes()
+    locked = str(model.parent)
+    real_access = os.access
+
+    def access(path, mode, *args, **kwargs):
+        if os.fspath(path) == locked and mode & os.W_OK:
+            return False
+        return real_access(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(os, "access", access)
+    read = []
+    monkeypatch.setattr("spamnb.cli.iter_labelled", lambda *a, **k: read.append(a) or iter(()))
+    result = run("train", "-m", model, "--spam", sample_maildir / "spam")
+    assert_one_line_error(result, f"cannot write {model}: its folder {locked} may not be written")
+    assert not read and model.read_bytes() == before
+    merged = run("merge", tmp_path / "models" / "merged.joblib", model, model)
+    assert_one_line_error(merged, "may not be written")
