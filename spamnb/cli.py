@@ -1145,12 +1145,12 @@ def train(
     workers: dict[str, Any],
     as_json: bool,
 ) -> None:
-    """Learn from mail labelled spam or ham.
+    """Learn from mail labelled spam or ham (or other classes, --label).
 
     Adds to the model's counts when the model exists (unless --new), so you can
     train on new mistakes without retraining from scratch.  Each message is learnt
     once: run it again on the same folders and only new mail is counted; a message
-    trained before under the other label is moved.  Scoring options given alone
+    trained before under another label is moved.  Scoring options given alone
     (--alpha, --event-model, ...) set how an existing model scores.
 
     \b
