@@ -1104,7 +1104,7 @@ def main() -> None:
     """A Naive Bayes spam filter you train on your own mail folders."""
 
 
-@main.command(cls=MultiPathCommand)
+@main.command(cls=MultiPathCommand, short_help="Learn from mail labelled spam or ham.")
 @model_option
 @labelled_path_options
 @reader_options
