@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import functools
 import io
 import os
 import re
@@ -596,11 +597,29 @@ def detect_format(path: Path) -> str:
 
 
 def _in_message_folder(path: str) -> bool:
-    """Whether the file at ``path`` is in a Maildir's cur/ or new/ or in an MH folder,
-    where a file is one message whatever envelope lines it holds (a bounce quoting
-    the original with its envelope line was two messages read through the folder
-    above the Maildir, and one through the Maildir: review 50)."""
-    return _folder_rules(os.path.dirname(path) or ".", True) is not None
+    """Whether the file at ``path`` is a message of a Maildir's cur/ or new/ or an MH
+    folder's numbered one, which is one message whatever envelope lines it holds (a
+    bounce quoting the original with its envelope line was two messages read through
+    the folder above the Maildir, and one through the Maildir: review 50)."""
+    folder = os.path.dirname(path) or "."
+    try:
+        states = tuple(
+            (status.st_dev, status.st_ino, status.st_mtime_ns)
+            for status in (os.stat(folder), os.stat(os.path.join(folder, os.pardir)))
+        )
+    except OSError:
+        return False
+    rules = _cached_folder_rules(folder, states)
+    return rules == "maildir" or (rules == "mh" and _is_numbered(os.path.basename(path)))
+
+
+@functools.lru_cache(maxsize=64)
+def _cached_folder_rules(folder: str, states: tuple[tuple[int, int, int], ...]) -> str | None:
+    """:func:`_folder_rules` of a folder and its parent as they are (``states``: their
+    devices, inodes and modification times): the messages of a cur/-only Maildir
+    given one by one each scanned the whole folder (3,900 files: 2.1 s became 8.8 s,
+    review 51)."""
+    return _folder_rules(folder, True)
 
 
 def iter_messages(
@@ -1146,28 +1165,38 @@ _CONTENT_LENGTH = re.compile(rb"content-length:[ \t]*(\d{1,15})[ \t]*\r?\n", re.
 
 def _body_length(fh: BinaryIO, length: int) -> int | None:
     """``length``, a Content-Length field's, when the body that starts at ``fh``'s
-    position has that many bytes before a message boundary: the end of the file, or a
-    line end and (after at most one blank line) an envelope line; else None.
+    position has that many bytes, ending in a line end, before a message boundary:
+    the blank line that separates messages, then an envelope line or the end of the
+    file; else None.
 
     mboxcl2 files (Solaris mail, mutt's mbox_type) do not quote a body's "From "
     lines and give its length instead: a patch's "From <sha> Mon Sep 17 00:00:00 2001"
     line after a blank line split such a message in two, and every later message was
-    named one number off (review 50).  Checked as mutt checks it, a wrong or forged
-    length is passed over, and the message is split as any other.
+    named one number off (review 50).  Checked as mutt checks it (one separating line
+    end, then "From " or the end), a wrong or forged length is passed over and the
+    message is split as any other; a length can then end a message only where a blank
+    line and an envelope line would have ended it anyway.  A length past the file's
+    end is no error (a forged one of 14 digits made the seek fail, and the mbox could
+    not be read at all: review 51).
     """
     start = fh.tell()
     try:
-        if length:
-            fh.seek(start + length - 1)
-            if fh.read(1) != b"\n":
-                return None
+        size = fh.seek(0, io.SEEK_END)
+        if start + length >= size:
+            return None
+        fh.seek(start + length - 1 if length else start)
+        if length and fh.read(1) != b"\n":
+            return None
         after = fh.read(_SNIFF_BYTES)
+    except OSError:
+        return None
     finally:
         fh.seek(start)
-    after = after.removeprefix(b"\r\n") if after.startswith(b"\r\n") else after.removeprefix(b"\n")
-    if not after:
-        return length  # the file's end
-    return length if _is_envelope(after) else None
+    for separator in (b"\r\n", b"\n"):
+        if after.startswith(separator):
+            rest = after[len(separator) :]
+            return length if not rest or _is_envelope(rest) else None
+    return None
 
 
 def _mbox_messages(fh: BinaryIO, *, after_blank: bool = True) -> Iterator[bytes]:

@@ -211,6 +211,10 @@ def test_a_file_of_a_maildir_or_mh_folder_is_one_message_however_it_is_reached(t
         items = list(iter_messages(path))
         assert [item.data for item in items] == [BOUNCE], path
     assert detect_format(message) == "file"
+    if layout == "mh":
+        # A file that is no MH message (not numbered) is read by the file's own rules.
+        other = write(folder / "archive.mbox", BOUNCE)
+        assert len(list(iter_messages(other))) == 2
     # Outside such a folder it is an mbox of two, as mutt reads it.
     loose = write(tmp_path / "loose" / "bounce", BOUNCE)
     assert len(list(iter_messages(loose))) == len(list(iter_messages(loose.parent))) == 2
@@ -237,7 +241,8 @@ PATCH = (
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n"])
 def test_an_mboxcl2_body_is_read_to_its_content_length(tmp_path, eol):
     # Review 50: the patch's envelope line split the second message in two, and the
-    # third was named :4.
+    # third was named :4.  (mutt wants a length that ends the body just before the
+    # blank line that separates messages.)
     bodies = [b"one\n", PATCH.replace(b"\n", eol), b"three\n".replace(b"\n", eol)]
     box = write(tmp_path / "cl2", _mboxcl2(bodies, eol=eol))
     items = list(iter_messages(box))
@@ -249,14 +254,24 @@ def test_an_mboxcl2_body_is_read_to_its_content_length(tmp_path, eol):
     assert len(list(iter_messages(alone))) == 1
 
 
-@pytest.mark.parametrize("wrong", [-1, 2, -5, 10_000])
+@pytest.mark.parametrize("wrong", [-1, 1, 2, -5, 10_000, 10**14])
 def test_a_content_length_not_borne_out_is_passed_over(tmp_path, wrong):
     # Too short, too long, or ending inside a line: the length is not trusted (a
     # sender's forged field must not swallow the next message), and the patch's
-    # envelope line splits the message as in any mbox.  (One more, which takes in the
-    # blank line after the body, is borne out.)
+    # envelope line splits the message as in any mbox.  One more takes in the blank
+    # line after the body, where mutt wants it after.  A length past the file's end
+    # made the seek fail, and the whole mbox could not be read (review 51).
     lengths = [4, len(PATCH) + wrong, 6]
     box = write(tmp_path / "cl2", _mboxcl2([b"one\n", PATCH, b"three\n"], lengths))
     items = list(iter_messages(box))
     assert len(items) == 4
     assert items[-1].data.endswith(b"three\n")
+
+
+def test_a_short_content_length_cannot_split_where_no_blank_line_is(tmp_path):
+    # Review 51: a length ending the body just before an unquoted envelope line with
+    # no blank line before it split the message there.
+    body = b"first line\nFrom a@b Mon Jan  6 10:30:00 2025\nSubject: inside\n\nrest\n"
+    short = len(b"first line\n")
+    box = write(tmp_path / "cl2", _mboxcl2([b"one\n", body, b"three\n"], [4, short, 6]))
+    assert len(list(iter_messages(box))) == 3
