@@ -786,15 +786,19 @@ def forget_streaming(
             known, digests = [], []
             for item, _label in batch:
                 digest, older = message_digests(item.data)
-                if digest in seen:
-                    continue  # a copy: one message, forgotten once
-                seen.add(digest)
-                if older:
+                if older and digest not in seen:
                     spam_filter.adopt_digests({digest: older})
-                if digest in spam_filter.trained:
-                    known.append(item.data)
-                    digests.append(digest)
-                else:
+                # Every digest the message is held by: a model before format 7 may hold
+                # its LF and its CRLF copies apart, and forgetting both forgot one
+                # (review 51).  A copy met again is forgotten once.
+                fresh = [d for d in (digest, *older) if d not in seen]
+                if not fresh:
+                    continue
+                seen.update(fresh)
+                held = [d for d in fresh if d in spam_filter.trained]
+                known += [item.data] * len(held)
+                digests += held
+                if not held and digest in fresh:
                     outcome["unknown"] += 1
             if known:
                 done = spam_filter.forget(spam_filter.tokenize(known), digests)

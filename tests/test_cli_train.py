@@ -1249,3 +1249,52 @@ def test_an_mbox_on_standard_input_is_learnt_as_its_messages_when_named_so(
     fresh = tmp_path / "fresh.joblib"
     learnt = run_json("train", "-m", fresh, "--format", "mbox", "--spam", "-", input=mbox)
     assert learnt["classes"]["spam"]["trained"] == 4
+
+
+def known_by_format_6(model: Path, digest: str, format_6: str) -> None:
+    """Make the model know the message ``digest`` by ``format_6``, as a model of format
+    6 that learnt its CRLF copy does."""
+    spam_filter = load(model)
+    spam_filter.trained[format_6] = spam_filter.trained.pop(digest)
+    if digest in spam_filter.mistake_copies:
+        spam_filter.mistake_copies[format_6] = spam_filter.mistake_copies.pop(digest)
+    spam_filter.retired_digests.pop(format_6, None)
+    spam_filter.crlf_digests = False
+    save(spam_filter, model)
+
+
+def test_both_copies_a_format_6_model_held_apart_are_forgotten_and_merges_see_them(
+    tmp_path, sample_maildir
+):
+    from spamnb.mail import message_digests
+
+    data = b"Message-ID: <twice@example.org>\nSubject: offer\n\ncheap pills\nnow\n"
+    lf, crlf = tmp_path / "lf", tmp_path / "crlf"
+    for folder, message in ((lf, data), (crlf, data.replace(b"\n", b"\r\n"))):
+        folder.mkdir()
+        (folder / "1.eml").write_bytes(message)
+    digest, [format_6] = message_digests((crlf / "1.eml").read_bytes())
+    model = tmp_path / "m.joblib"
+    train_sample(model, sample_maildir)
+    before = load(model).model.class_counts.copy()
+    # As a model of format 6 left it: the CRLF copy learnt as ham under its digest
+    # then, and the LF copy as spam under its own.
+    run_json("train", "-m", model, "--ham", lf)
+    known_by_format_6(model, digest, format_6)
+    run_json("train", "-m", model, "--spam", lf)
+    assert list(load(model).model.class_counts) == [before[0] + 1, before[1] + 1]
+    # Forgetting both forgot one (review 51).
+    forgot = run_json("train", "-m", model, "--forget", lf, crlf)
+    assert (forgot["forgotten"], forgot["unknown"]) == (2, 0)
+    assert list(load(model).model.class_counts) == list(before)
+    # A model that learns the CRLF copy now records the digest format 6 gave it, so
+    # merging it with a model of format 6 that holds the message sees it in both.
+    old = tmp_path / "old.joblib"
+    train_sample(old, sample_maildir, spam="cur")
+    run_json("train", "-m", old, "--spam", crlf)
+    known_by_format_6(old, digest, format_6)
+    new = tmp_path / "new.joblib"
+    run_json("train", "-m", new, "--spam", crlf)
+    assert load(new).retired_digests == {format_6: digest}
+    merged = run("merge", tmp_path / "merged.joblib", old, new)
+    assert_one_line_error(merged, "1 message was trained into both")
