@@ -2849,7 +2849,8 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
     merge into the model one run over all their mail would have made.  The models
     must share tokenizer settings.  The merge scores with the first model's settings
     but the smallest of the mistake-table weights, and keeps the calibration of the
-    model fitted on the most mail among those that score so (train refits it).
+    model fitted on the most mail among those that score so (a later training refits
+    it only as it refits any calibration: see README).
     """
     from .merge import calibration_left_unfitted, merge_filters
     from .store import (

@@ -42,6 +42,9 @@ def new_model() -> NaiveBayes:
     return NaiveBayes(event_model=DEFAULT_EVENT_MODEL, alpha=DEFAULT_ALPHA)
 
 
+# A later run refits the calibration only with at least this many of each class (and
+# as much mail as it was fitted on; see calibration_folds).
+MIN_REFIT_PER_CLASS = 20
 # The CRC seed of the calibration's fold order when messages come without digests;
 # another than the mistake table's walk, so the two orders are unrelated.
 CALIBRATION_ORDER_SEED = 1
@@ -558,13 +561,14 @@ class SpamFilter:
         if folds < 2:
             return None
         fitted_on = self.calibration.fitted_on
-        if fitted_on and len(labels) < fitted_on:
+        if fitted_on and (len(labels) < fitted_on or smallest < MIN_REFIT_PER_CLASS):
             # Keep the calibration fitted on more mail.  Refitted on any run with 20
             # messages of each class, as it was, a nightly run of 100 set the map and
             # the band from 30 ham: the spam cut-off fell to 0.5 and the band closed.
             # Fed the test parts of the seed-0 splits that way, night after night, the
             # junk folder got 8 ham of Enron1's 1,059 (1 with the first run's
-            # calibration kept) and 3 of SpamAssassin's 1,245 (2).
+            # calibration kept) and 3 of SpamAssassin's 1,245 (2).  Nor a run of much
+            # mail with a class it has little of (300 spam and 2 ham: review 51).
             return None
         order = self._calibration_order(X, np.asarray(labels, dtype=object), digests)
         return [

@@ -235,7 +235,8 @@ def _calibration(filters: list[SpamFilter], merged: SpamFilter) -> Calibration:
     without a sign, so it is never taken.  Cut-offs go with the calibration they were
     chosen on, except the first model's set by hand, which are kept as training keeps
     them.  The calibration was fitted against fewer counts than the merged model
-    has, so it is an approximation until the next training refits it.
+    has, so it is an approximation until a training run learns as much mail as it
+    was fitted on (see SpamFilter.calibration_folds), or train --new on all of it.
     """
     alike = _scoring_alike(filters, merged)
     # max() returns the first of equal maxima, so unfitted models keep model 1's.

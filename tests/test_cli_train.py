@@ -616,6 +616,11 @@ def test_a_later_run_refits_the_calibration_only_with_as_much_mail(tmp_path, sam
     weekly = ("--spam", folder("s2", "spam", 30), "--ham", folder("h2", "ham", 30))
     assert run_json("train", "-m", model, *weekly)["learned"] == 60
     assert load(model).calibration.fitted_on == 60 and load(model).calibration != first
+    # Nor one of much mail with little of a class (review 51).
+    second = load(model).calibration
+    lopsided = ("--spam", folder("s3", "spam", 70), "--ham", folder("h3", "ham", 2))
+    assert run_json("train", "-m", model, *lopsided)["learned"] == 72
+    assert load(model).calibration == second
 
 
 def test_allow_empty_takes_an_emptied_junk_folder_as_no_mail(tmp_path, sample_maildir):
