@@ -844,6 +844,7 @@ def iter_labelled(
         NoMessagesFound,
         display_source,
         iter_messages,
+        joined_without_blank_lines,
         looks_like_mbox,
         subfolders_left_out,
     )
@@ -870,6 +871,18 @@ def iter_labelled(
                         "standard input holds more than one message by an mbox's envelope "
                         "lines; it was read as one (a bounce or a patch can carry such a "
                         "line): --format mbox reads it as an mbox"
+                    )
+                elif (
+                    item.source == path
+                    and mail_format is None
+                    and (joined := joined_without_blank_lines(path, item.data))
+                ):
+                    # Review 50: five messages joined by cat were learnt as one.
+                    warn(
+                        f"{display_source(path)} was read as one message, but it holds "
+                        f"{_count(joined, 'more envelope line')}, each with a header field "
+                        "after it and no blank line before it, as messages joined together "
+                        "have: --format mbox reads it as an mbox"
                     )
                 if identity in seen:
                     if seen[identity] != label:

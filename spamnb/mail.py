@@ -782,6 +782,23 @@ def _iter_stdin(
         raise NoMessagesFound("no messages found in standard input ('-')")
 
 
+def joined_without_blank_lines(path: str, data: bytes) -> int:
+    """How many more messages the file at ``path``, read as one message ``data``,
+    seems to hold: envelope lines that a header field follows, with no blank line
+    before them, as messages joined by ``cat`` are (an mbox needs the blank line, so
+    such a file reads as one message).  0 for a Maildir's or MH folder's message, which
+    is one message whatever it holds."""
+    if not _starts_with_from(data[:_SNIFF_BYTES]) or _in_message_folder(path):
+        return 0
+    start = data.index(b"From ") + 1
+    joined = 0
+    at = data.find(b"\nFrom ", start)
+    while at >= 0:
+        joined += _envelope_at(data, at + 1)
+        at = data.find(b"\nFrom ", at + 1)
+    return joined
+
+
 def looks_like_mbox(data: bytes) -> bool:
     """Whether a message read whole (standard input) holds more messages by the rules
     a file is told apart by: it starts with an envelope line, and a blank line, an

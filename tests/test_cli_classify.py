@@ -688,3 +688,32 @@ def test_evaluate_and_merge_say_a_class_was_forgotten_whole(tmp_path, sample_mai
     assert run("train", "-m", ham_only, "--ham", ham / "new").exit_code == 0
     merged = run("merge", tmp_path / "both.joblib", model, ham_only)
     assert merged.exit_code == 0 and "no spam messages left" in merged.stderr
+
+
+def test_messages_joined_without_blank_lines_are_warned_of(model, tmp_path):
+    # Review 50: `cat` of five messages, each starting with its envelope line, has no
+    # blank line before the next one, so it reads as one message; nothing said so.
+    messages = [
+        f"From a@b Mon Jan  6 10:3{n}:00 2025\nSubject: part {n}\n\nbody {n}\n".encode()
+        for n in range(3)
+    ]
+    joined = tmp_path / "joined"
+    joined.write_bytes(b"".join(messages))
+    result = run("classify", "-m", model, joined)
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 1
+    assert result.stderr.splitlines() == [
+        f"Warning: {joined} was read as one message, but it holds 2 more envelope lines, "
+        "each with a header field after it and no blank line before it, as messages "
+        "joined together have: --format mbox reads it as an mbox"
+    ]
+    assert len(run("classify", "-m", model, "--format", "mbox", joined).stdout.splitlines()) == 3
+    # Not for a Maildir's message, which is one whatever it holds, nor for an mbox.
+    maildir = tmp_path / "Maildir"
+    for part in ("cur", "new", "tmp"):
+        (maildir / part).mkdir(parents=True)
+    (maildir / "cur" / "1.M1P1.host:2,S").write_bytes(joined.read_bytes())
+    assert run("classify", "-m", model, maildir / "cur" / "1.M1P1.host:2,S").stderr == ""
+    box = tmp_path / "box"
+    box.write_bytes(b"\n".join(messages))
+    listed = run("classify", "-m", model, box)
+    assert listed.stderr == "" and len(listed.stdout.splitlines()) == 3
