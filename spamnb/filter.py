@@ -114,6 +114,31 @@ class SpamFilter:
                         self.mistake_copies[digest] = self.mistake_copies.pop(old)
                     break
 
+    def drop_copies_held_apart(
+        self, X: sp.csr_matrix, digests: Sequence[str], older: Mapping[str, Sequence[str]]
+    ) -> int:
+        """Take out a second entry of a message the model holds (``digests[i]``, counted
+        as row i of ``X``) under a digest an older spamnb gave another copy of it
+        (``older``): a model of format 6 learnt a message's LF and CRLF copies apart,
+        and training one of them again left the other counted (review 51).  Returns how
+        many were taken out."""
+        rows, labels, dropped = [], [], []
+        for i, digest in enumerate(digests):
+            if digest not in self.trained:
+                continue
+            for old in older.get(digest, ()):
+                if old != digest and old in self.trained:
+                    rows.append(i)
+                    labels.append(self.trained.pop(old))
+                    dropped.append(old)
+                    self.retired_digests[old] = digest
+        if rows:
+            copies = X[rows]
+            self.model.add_counts(copies, labels, -1)
+            self._take_back_mistakes(copies, labels, dropped)
+            self.updated = _now()
+        return len(rows)
+
     def live_retired_digests(self) -> dict[str, str]:
         """:attr:`retired_digests` of the messages the model still holds."""
         trained = self.trained

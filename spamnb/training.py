@@ -393,6 +393,7 @@ def _learn_batch(
     X = counts.in_vocabulary(spam_filter.vocabulary, grow=True)
     batch_outcome, rows = spam_filter.learn_matrix(X, labels, counts.digests)
     if counts.older_digests:
+        spam_filter.drop_copies_held_apart(X, counts.digests, counts.older_digests)
         _record_older_digests(spam_filter, counts.older_digests)
     for key in ("learned", "moved", "known", "changed"):
         outcome[key] += batch_outcome[key]

@@ -1288,10 +1288,22 @@ def test_both_copies_a_format_6_model_held_apart_are_forgotten_and_merges_see_th
     known_by_format_6(model, digest, format_6)
     run_json("train", "-m", model, "--spam", lf)
     assert list(load(model).model.class_counts) == [before[0] + 1, before[1] + 1]
+    held_apart = tmp_path / "held-apart.joblib"
+    shutil.copy(model, held_apart)
     # Forgetting both forgot one (review 51).
     forgot = run_json("train", "-m", model, "--forget", lf, crlf)
     assert (forgot["forgotten"], forgot["unknown"]) == (2, 0)
     assert list(load(model).model.class_counts) == list(before)
+    # Training either copy again takes the other entry out: one message, once.
+    counts = load(held_apart).model.token_counts.copy()
+    again = run_json("train", "-m", held_apart, "--spam", crlf)
+    assert again["known"] == 1
+    healed = load(held_apart)
+    assert list(healed.model.class_counts) == [before[0] + 1, before[1]]
+    assert format_6 not in healed.trained and healed.trained[digest] == "spam"
+    ham = healed.classes.index("ham")
+    assert (healed.model.token_counts[ham] <= counts[ham]).all()
+    assert healed.model.token_counts[ham].sum() < counts[ham].sum()
     # A model that learns the CRLF copy now records the digest format 6 gave it, so
     # merging it with a model of format 6 that holds the message sees it in both.
     old = tmp_path / "old.joblib"
