@@ -1272,6 +1272,7 @@ def train(
                 }
                 # Messages moved or forgotten whose copy is not the one learnt.
                 changed = 0
+                held_twice = 0
                 if forget:
                     outcome.update(forget_streaming(spam_filter, forget, mail_format, recursive))
                     changed += outcome.pop("changed")
@@ -1288,6 +1289,7 @@ def train(
                         )
                     )
                     changed += outcome.pop("changed")
+                    held_twice = outcome.pop("held_twice")
                 if fresh and not spam_filter.classes:
                     # Every folder was empty (--allow-empty): no model to make of nothing.
                     raise fail(f"no messages found in {', '.join(p for _, p in pairs)}")
@@ -1327,6 +1329,12 @@ def train(
             f"did not ({why}); the counts taken back are the copy's now, so the model is "
             "near but not exactly as if it had never learnt them (train --new on your "
             "folders rebuilds it)"
+        )
+    if held_twice:
+        warn(
+            f"{_count(held_twice, 'message')} had been learnt twice, as copies with other "
+            "line ends (by a spamnb before model format 7); the second copy's counts were "
+            "taken out"
         )
     if outcome["conflicting"]:
         warn(

@@ -1190,21 +1190,26 @@ def _body_length(fh: BinaryIO, length: int) -> int | None:
     lines and give its length instead: a patch's "From <sha> Mon Sep 17 00:00:00 2001"
     line after a blank line split such a message in two, and every later message was
     named one number off (review 50).  Checked as mutt checks it (one separating line
-    end, then "From " or the end), a wrong or forged length is passed over and the
-    message is split as any other; a length can then end a message only where a blank
-    line and an envelope line would have ended it anyway.  A length past the file's
+    end, then "From " or the end; or the end itself), a wrong or forged length is
+    passed over and the message is split as any other; a length can then end a
+    message only where a blank line and an envelope line, or the file, would have
+    ended it anyway.  A length past the file's
     end is no error (a forged one of 14 digits made the seek fail, and the mbox could
     not be read at all: review 51).
     """
     start = fh.tell()
     try:
         size = fh.seek(0, io.SEEK_END)
-        if start + length >= size:
+        if start + length > size:
             return None
         fh.seek(start + length - 1 if length else start)
         if length and fh.read(1) != b"\n":
             return None
         after = fh.read(_SNIFF_BYTES)
+        if not after:
+            # The file ends with the body, without the blank line mutt wants: a file of
+            # one such message was read whole before that check (review 52).
+            return length
     except OSError:
         return None
     finally:

@@ -171,7 +171,9 @@ def _digests(
         digest, old = message_digests(data)
         digests.append(digest)
         if old:
-            older[digest] = old
+            # A batch may hold two copies of a message with other older digests (its
+            # CRLF copy and its LF one): each is kept (review 52).
+            older[digest] = tuple(dict.fromkeys((*older.get(digest, ()), *old)))
     return digests, older or None
 
 

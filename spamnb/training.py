@@ -266,6 +266,8 @@ def learn_counted(
         "known": 0,
         "changed": 0,
         "conflicting": 0,
+        # Second entries of messages a model before format 7 held twice, taken out.
+        "held_twice": 0,
         "by_class": {},
         "cut": {"size": 0, "tokens": 0},
     }
@@ -393,7 +395,9 @@ def _learn_batch(
     X = counts.in_vocabulary(spam_filter.vocabulary, grow=True)
     batch_outcome, rows = spam_filter.learn_matrix(X, labels, counts.digests)
     if counts.older_digests:
-        spam_filter.drop_copies_held_apart(X, counts.digests, counts.older_digests)
+        outcome["held_twice"] += spam_filter.drop_copies_held_apart(
+            X, counts.digests, counts.older_digests
+        )
         _record_older_digests(spam_filter, counts.older_digests)
     for key in ("learned", "moved", "known", "changed"):
         outcome[key] += batch_outcome[key]

@@ -1273,12 +1273,18 @@ def test_both_copies_a_format_6_model_held_apart_are_forgotten_and_merges_see_th
 ):
     from spamnb.mail import message_digests
 
-    data = b"Message-ID: <twice@example.org>\nSubject: offer\n\ncheap pills\nnow\n"
-    lf, crlf = tmp_path / "lf", tmp_path / "crlf"
+    # Ending in a blank line, as most SpamAssassin mail does: the LF copy has an older
+    # digest of its own too.
+    data = b"Message-ID: <twice@example.org>\nSubject: offer\n\ncheap pills\nnow\n\n"
+    lf, crlf, both = tmp_path / "lf", tmp_path / "crlf", tmp_path / "both"
     for folder, message in ((lf, data), (crlf, data.replace(b"\n", b"\r\n"))):
         folder.mkdir()
         (folder / "1.eml").write_bytes(message)
-    digest, [format_6] = message_digests((crlf / "1.eml").read_bytes())
+    both.mkdir()
+    shutil.copy(crlf / "1.eml", both / "a-crlf.eml")
+    shutil.copy(lf / "1.eml", both / "b-lf.eml")
+    digest, (format_6, *_) = message_digests((crlf / "1.eml").read_bytes())
+    assert message_digests((lf / "1.eml").read_bytes())[1]
     model = tmp_path / "m.joblib"
     train_sample(model, sample_maildir)
     before = load(model).model.class_counts.copy()
@@ -1297,8 +1303,17 @@ def test_both_copies_a_format_6_model_held_apart_are_forgotten_and_merges_see_th
     # Training the CRLF copy again takes the other entry out: one message, once.  (The
     # LF copy has no digest of an older spamnb to find the CRLF one by.)
     counts = load(held_apart).model.token_counts.copy()
-    again = run_json("train", "-m", held_apart, "--spam", crlf)
-    assert again["known"] == 1
+    shutil.copy(held_apart, tmp_path / "held-apart-2.joblib")
+    again = run("train", "-m", held_apart, "--spam", crlf, "--json")
+    assert json.loads(again.stdout)["known"] == 1
+    assert "1 message had been learnt twice, as copies with other line ends" in again.stderr
+    # The same with both copies in one batch, the CRLF copy first: the LF copy's older
+    # digests overwrote the CRLF copy's (review 52).
+    again = run_json("train", "-m", tmp_path / "held-apart-2.joblib", "--spam", both)
+    assert list(load(tmp_path / "held-apart-2.joblib").model.class_counts) == [
+        before[0] + 1,
+        before[1],
+    ]
     healed = load(held_apart)
     assert list(healed.model.class_counts) == [before[0] + 1, before[1]]
     assert format_6 not in healed.trained and healed.trained[digest] == "spam"
@@ -1313,6 +1328,6 @@ def test_both_copies_a_format_6_model_held_apart_are_forgotten_and_merges_see_th
     known_by_format_6(old, digest, format_6)
     new = tmp_path / "new.joblib"
     run_json("train", "-m", new, "--spam", crlf)
-    assert load(new).retired_digests == {format_6: digest}
+    assert load(new).retired_digests[format_6] == digest
     merged = run("merge", tmp_path / "merged.joblib", old, new)
     assert_one_line_error(merged, "1 message was trained into both")

@@ -275,3 +275,12 @@ def test_a_short_content_length_cannot_split_where_no_blank_line_is(tmp_path):
     short = len(b"first line\n")
     box = write(tmp_path / "cl2", _mboxcl2([b"one\n", body, b"three\n"], [4, short, 6]))
     assert len(list(iter_messages(box))) == 3
+
+
+def test_a_content_length_that_ends_at_the_files_end_is_borne_out(tmp_path):
+    # One mboxcl2 message whose body runs to the file's end, without the blank line mutt
+    # wants after it, was read whole before lengths were checked (review 52).
+    head = f"From a@b Mon Jan  6 10:30:00 2025\nSubject: patch\nContent-Length: {len(PATCH)}\n\n"
+    alone = write(tmp_path / "alone", head.encode() + PATCH)
+    [item] = iter_messages(alone, "mbox")
+    assert item.data.endswith(PATCH)

@@ -405,6 +405,25 @@ def test_a_message_one_model_took_over_under_its_digest_now_is_refused_in_anothe
         merge_filters([merged, stale])
 
 
+def test_a_model_that_holds_messages_twice_is_refused_naming_two_models(sample):
+    # A model of format 6 that learnt messages' CRLF and LF copies apart holds each by
+    # two digests, which another model's retired digests tie together: the refusal
+    # named "model 1 and model 1" (review 52).
+    _, token_lists, labels, digests = sample
+    older = [f"older-{digest}" for digest in digests]
+    twice = SpamFilter()
+    twice.learn(token_lists[:5], labels[:5], digests[:5])
+    twice.learn(token_lists[:5], labels[:5], older[:5])
+    knows = SpamFilter()
+    knows.learn(token_lists[:5], labels[:5], digests[:5])
+    knows.retired_digests.update(zip(older[:5], digests[:5], strict=True))
+    with pytest.raises(
+        IncompatibleModels,
+        match=r"^5 messages were trained into both model 1 and model 2, and others in other ",
+    ):
+        merge_filters([twice, knows])
+
+
 def test_retired_digests_are_saved_for_the_messages_still_held(sample):
     _, token_lists, labels, digests = sample
     older = [f"older-{digest}" for digest in digests]
