@@ -1183,19 +1183,17 @@ _CONTENT_LENGTH = re.compile(rb"content-length:[ \t]*(\d{1,15})[ \t]*\r?\n", re.
 def _body_length(fh: BinaryIO, length: int) -> int | None:
     """``length``, a Content-Length field's, when the body that starts at ``fh``'s
     position has that many bytes, ending in a line end, before a message boundary:
-    the blank line that separates messages, then an envelope line or the end of the
-    file; else None.
+    the file's end, or the blank line that separates messages and then an envelope
+    line or the file's end; else None.
 
     mboxcl2 files (Solaris mail, mutt's mbox_type) do not quote a body's "From "
     lines and give its length instead: a patch's "From <sha> Mon Sep 17 00:00:00 2001"
     line after a blank line split such a message in two, and every later message was
-    named one number off (review 50).  Checked as mutt checks it (one separating line
-    end, then "From " or the end; or the end itself), a wrong or forged length is
-    passed over and the message is split as any other; a length can then end a
-    message only where a blank line and an envelope line, or the file, would have
-    ended it anyway.  A length past the file's
-    end is no error (a forged one of 14 digits made the seek fail, and the mbox could
-    not be read at all: review 51).
+    named one number off (review 50).  Checked as mutt checks it, a wrong or forged
+    length is passed over and the message is split as any other, so a length ends a
+    message only where a blank line and an envelope line, or the file's end, would
+    have ended it anyway.  A length past the file's end is no error (a forged one of
+    14 digits made the seek fail, and the mbox could not be read at all: review 51).
     """
     start = fh.tell()
     try:
