@@ -31,7 +31,6 @@ from .scores import calibration as reliability
 from .scores import (
     confusion_counts,
     evaluation_report,
-    predicted_labels,
     roc_curve,
     stratified_split,
     trec_measures,
@@ -340,6 +339,11 @@ def evaluate_online(
         raise ValueError(f"the mail has only the class {labels[0]!r}; evaluate needs two classes")
     order = np.asarray(order, dtype=np.intp)
     ordered_labels = [labels[i] for i in order]
+    # The classes in the order the mail was read, as a split's model has them: the
+    # stream's order listed ham first in every table of an Enron1 run (reviews 10, 20),
+    # and the first message's tie went to the stream's first class in --predictions
+    # and to this order's in the report (review 48).
+    classes = list(dict.fromkeys(labels))
     result = online_run(
         [token_lists[i] for i in order],
         ordered_labels,
@@ -347,21 +351,14 @@ def evaluate_online(
         alpha=model.alpha,
         min_count=model.min_count,
         on_step=on_step,
+        classes=classes,
     )
-    # The classes in the order the mail was read, as a split's model has them: the
-    # stream's order listed ham first in every table of an Enron1 run (reviews 10, 20).
-    classes = list(dict.fromkeys(labels))
-    proba = result.proba[:, [result.classes.index(label) for label in classes]]
     scored = Scored(
         indices=order,
         labels=ordered_labels,
-        # Predicted in the report's class order, as the report counts them: a tie
-        # between two classes (the first message, before the model has learnt any)
-        # went to the stream's first class in --predictions and to this order's in
-        # the report (review 48).
-        predicted=predicted_labels(proba, classes, SPAM if SPAM in classes else None),
+        predicted=list(result.predicted),
         classes=classes,
-        proba=proba,
+        proba=result.proba,
         decision=result.decision,
     )
     # Before a message, the model has seen only those that came first: the baseline a

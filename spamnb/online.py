@@ -238,8 +238,13 @@ def online_run(
     min_count: int = 1,
     positive: str = "spam",
     on_step: Callable[[int], None] | None = None,
+    classes: Sequence[str] | None = None,
 ) -> OnlineResult:
     """Classify each message with a model trained on all before it, then train it.
+
+    ``classes`` orders the result's columns, and so breaks ties between other classes
+    than ``positive`` (the first message's, before any is learnt); by default the
+    order in which the stream brings them.
 
     The scores equal those of ``NaiveBayes(event_model=..., alpha=..., min_count=...)``
     trained with the preceding messages, wherever NaiveBayes defines them.  Where it
@@ -268,7 +273,9 @@ def online_run(
         raise ValueError(f"{len(token_lists)} messages but {len(labels)} labels")
     if len(labels) < 1:
         raise ValueError("the online protocol needs at least one message")
-    classes = list(dict.fromkeys(labels))
+    classes = list(dict.fromkeys(labels) if classes is None else dict.fromkeys(classes))
+    if not set(labels) <= set(classes):
+        raise ValueError(f"labels {sorted(set(labels) - set(classes))} are not among the classes")
     row_of = {label: row for row, label in enumerate(classes)}
     model = _IncrementalNaiveBayes(len(classes), event_model, float(alpha), int(min_count))
     jll = np.empty((len(labels), len(classes)))
