@@ -114,24 +114,31 @@ class SpamFilter:
                         self.mistake_copies[digest] = self.mistake_copies.pop(old)
                     break
 
-    def drop_copies_held_apart(
+    def settle_older_digests(
         self, X: sp.csr_matrix, digests: Sequence[str], older: Mapping[str, Sequence[str]]
     ) -> int:
-        """Take out a second entry of a message the model holds (``digests[i]``, counted
-        as row i of ``X``) under a digest an older spamnb gave another copy of it
-        (``older``): a model of format 6 learnt a message's LF and CRLF copies apart,
-        and training one of them again left the other counted (review 51).  Returns how
-        many were taken out."""
+        """After learning messages (``digests[i]``, counted as row i of ``X``) with the
+        digests an older spamnb gave them (``older``): take out a second entry of a
+        message held under one of those too (a model of format 6 learnt a message's
+        LF and CRLF copies apart, and training one again left the other counted:
+        review 51), and record the older digests as retired, as adopting them does (a
+        merge with a model of format 6 that holds the message counted it twice).
+        Returns how many second entries were taken out."""
+        trained, retired = self.trained, self.retired_digests
         rows, labels, dropped = [], [], []
         for i, digest in enumerate(digests):
-            if digest not in self.trained:
+            if digest not in trained:
                 continue
             for old in older.get(digest, ()):
-                if old != digest and old in self.trained:
+                if old == digest:
+                    continue
+                if old in trained:
                     rows.append(i)
-                    labels.append(self.trained.pop(old))
+                    labels.append(trained.pop(old))
                     dropped.append(old)
-                    self.retired_digests[old] = digest
+                    retired[old] = digest
+                else:
+                    retired.setdefault(old, digest)
         if rows:
             copies = X[rows]
             self.model.add_counts(copies, labels, -1)

@@ -395,10 +395,9 @@ def _learn_batch(
     X = counts.in_vocabulary(spam_filter.vocabulary, grow=True)
     batch_outcome, rows = spam_filter.learn_matrix(X, labels, counts.digests)
     if counts.older_digests:
-        outcome["held_twice"] += spam_filter.drop_copies_held_apart(
+        outcome["held_twice"] += spam_filter.settle_older_digests(
             X, counts.digests, counts.older_digests
         )
-        _record_older_digests(spam_filter, counts.older_digests)
     for key in ("learned", "moved", "known", "changed"):
         outcome[key] += batch_outcome[key]
     for label, count_now in batch_outcome["by_class"].items():
@@ -417,19 +416,6 @@ def _learn_batch(
             digest_changed_in_format_7(data) and digest in spam_filter.trained
             for data, digest in zip(batch_messages, counts.digests, strict=True)
         )
-
-
-def _record_older_digests(spam_filter: SpamFilter, older: dict[str, tuple[str, ...]]) -> None:
-    """Record the digests an older spamnb gives the messages the model holds now (see
-    mail.message_digests), as adopting them does: a model of format 6 that learnt a
-    CRLF message holds it by another digest, and merging it with one that learnt the
-    message since counted it twice (review 51)."""
-    trained, retired = spam_filter.trained, spam_filter.retired_digests
-    for digest, olds in older.items():
-        if digest in trained:
-            for old in olds:
-                if old not in trained:
-                    retired.setdefault(old, digest)
 
 
 # glibc's mallopt parameters: the size from which a block gets pages of its own, and
