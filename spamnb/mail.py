@@ -1055,19 +1055,24 @@ def _iter_maildir(
         if recursive:
             subfolders = []
             for entry in _sorted_entries(folder):
-                # Maildir++ names subfolders .Sub; Dovecot's LAYOUT=fs and mbsync's
-                # "SubFolders Verbatim" plain Sub (review 50: those were never read).
-                if entry.name in _MAILDIR_PARTS or entry.name in (".", ".."):
-                    continue
-                if not entry.name.startswith(".") and not _is_folder(entry):
-                    continue
-                if _is_maildir(entry.path):
+                if _is_maildir_subfolder(entry):
                     subfolders.append(entry.path)
-                elif _is_folder(entry) and (reason := _unreadable(entry.path)):
+                elif (
+                    entry.name not in _MAILDIR_PARTS
+                    and _is_folder(entry)
+                    and (reason := _unreadable(entry.path))
+                ):
                     # Counted, as an unreadable file is: left out unsaid, a .Spam/ that
                     # could not be read looked like a Maildir with no spam folder.
                     skip(entry.path, reason)
             folders.extend(reversed(subfolders))
+
+
+def _is_maildir_subfolder(entry: os.DirEntry[str]) -> bool:
+    """Whether a Maildir's entry is a Maildir of its own that --recursive reads: a
+    .Sub as Maildir++ names them, or a plain Sub as Dovecot's LAYOUT=fs and mbsync's
+    "SubFolders Verbatim" keep them (review 50: those were never read)."""
+    return entry.name not in _MAILDIR_PARTS and _is_maildir(entry.path)
 
 
 def _unreadable(path: str) -> str | None:
@@ -1320,11 +1325,7 @@ def subfolders_left_out(path: str | os.PathLike[str], given: str | None = None) 
             return False
         with os.scandir(text) as entries:
             for entry in entries:
-                if (
-                    fmt == "maildir"
-                    and entry.name not in _MAILDIR_PARTS
-                    and _is_maildir(entry.path)
-                ):
+                if fmt == "maildir" and _is_maildir_subfolder(entry):
                     return True
                 if fmt == "mh" and not entry.name.startswith(".") and _is_folder(entry):
                     return True
