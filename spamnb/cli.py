@@ -531,36 +531,32 @@ def resolve_model_path(model_path: Path | None) -> Path:
     return model_path if model_path is not None else default_model_path()
 
 
-def refuse_a_missing_folder(path: Path, given: Path | None) -> None:
+def refuse_an_unusable_folder(path: Path, given: Path | None) -> None:
     """Fail when a model named by -m, $SPAMNB_MODEL or merge's OUTPUT would go into a
     folder that does not exist: a mistyped path made every folder on the way and a
     fresh model there (review 43), as no other writer of a named file does.  Only the
-    default place ($XDG_DATA_HOME/spamnb) is made when missing."""
+    default place ($XDG_DATA_HOME/spamnb) is made when missing.  And fail at once when
+    the folder may not be written (its permissions, a read-only file system, an
+    immutable folder): training counted all the mail first and failed only at the
+    save (review 49)."""
     from .paths import default_model_file
 
     # Where the model would be written: a link's target (a link to a folder on a drive
     # not mounted, or to a mistyped path, would have had it made; review 44).
     real = os.path.realpath(path)
+    folder = os.path.dirname(real)
+    if os.path.isdir(folder) and not os.access(folder, os.W_OK):
+        raise fail(f"cannot write {path}: its folder {folder} may not be written")
     environ = {name: value for name, value in os.environ.items() if name != "SPAMNB_MODEL"}
     default = default_model_file(environ)
     named = given is not None or bool(os.environ.get("SPAMNB_MODEL"))
     if (not named or real == os.path.realpath(default)) and not os.path.islink(default):
         return  # the default place, named or not, whose folders spamnb makes
-    folder = os.path.dirname(real)
     if not os.path.lexists(folder):  # one that is there but no folder: save names it
         raise fail(
             f"cannot write {path}: there is no folder {folder} (spamnb makes only its "
             "default folder; create it first if it is meant)"
         )
-
-
-def refuse_an_unwritable_folder(path: Path) -> None:
-    """Fail at once when the model's folder may not be written (its permissions, a
-    read-only file system, an immutable folder): training counted all the mail first
-    and failed only at the save (review 49)."""
-    folder = os.path.dirname(os.path.realpath(path))
-    if os.path.isdir(folder) and not os.access(folder, os.W_OK):
-        raise fail(f"cannot write {path}: its folder {folder} may not be written")
 
 
 def load_filter(model_path: Path | None) -> tuple[SpamFilter, Path]:
@@ -1212,8 +1208,7 @@ def train(
     try:
         # Before the lock, which would leave its file (and folders) at a mistyped path.
         refuse_an_empty_model(new or model_status(path) is None)
-        refuse_a_missing_folder(path, model_path)
-        refuse_an_unwritable_folder(path)
+        refuse_an_unusable_folder(path, model_path)
         with training_lock(path, trust=trusting(), on_wait=waiting_notice(path)):
             # Read, add and write under the lock, so concurrent trainers add up.
             fresh = new or model_status(path) is None
@@ -2902,8 +2897,7 @@ def merge(output: Path, models: tuple[Path, ...], force: bool, as_json: bool) ->
                 raise fail(str(exc)) from None
 
     refuse_to_replace()
-    refuse_a_missing_folder(output, output)
-    refuse_an_unwritable_folder(output)
+    refuse_an_unusable_folder(output, output)
     real_paths = [os.path.realpath(model) for model in models]
     if os.path.realpath(output) in real_paths:
         raise fail(f"{output} is also one of the models; write the merge to a new file")
