@@ -411,9 +411,11 @@ def _learn_batch(
         this_run[digest] = labels[i]
     if rows:
         sample.add(X[rows], [labels[i] for i in rows], [counts.digests[i] for i in rows])
-    if not spam_filter.crlf_digests:
+    if not spam_filter.crlf_digests and counts.older_digests:
+        # A message format 6 digested otherwise has that digest among its older ones.
+        older = counts.older_digests
         spam_filter.crlf_digests = any(
-            digest_changed_in_format_7(data) and digest in spam_filter.trained
+            digest in older and digest in spam_filter.trained and digest_changed_in_format_7(data)
             for data, digest in zip(batch_messages, counts.digests, strict=True)
         )
 
